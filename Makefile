@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rpcrdma_cm: one file for both jobs.
+# - Included by kbuild (KERNELRELEASE set): the module's object list.
+# - Run by a person or CI: the top-level targets (`make help`).
+
+ifneq ($(KERNELRELEASE),)
+
+# Kbuild part. Out of tree, CONFIG_RPCRDMA_CM=m comes from the command line; in a
+# kernel tree it comes from Kconfig.
+obj-$(CONFIG_RPCRDMA_CM) += rpcrdma_cm.o
+# One Rust crate (its root is rust/rpcrdma_cm_main.rs) and the C half of the
+# abstraction layer, linked into one module like Rust Binder.
+rpcrdma_cm-y := rust/rpcrdma_cm_main.o rust/sys/helpers.o
+
+else
+
+SHELL := /bin/bash
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+
+.PHONY: help check demo deps kernel module host-test selftest clean
+
+help:
+	@echo "make check      install what is missing, build, run host tests and VM selftests"
+	@echo "make demo       install what is missing, build, boot a VM and show the module"
+	@echo "make deps       install packages and tools (scripts/deps)"
+	@echo "make kernel     build or reuse the cached test kernel (scripts/kernel)"
+	@echo "make module     build rpcrdma_cm.ko (KDIR=<tree> to use another kernel)"
+	@echo "make host-test  cargo test of the protocol core"
+	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
+	@echo "make clean      remove build products (not the kernel cache)"
+
+check:
+	@$(TOP)/scripts/check
+
+demo:
+	@$(TOP)/scripts/demo
+
+deps:
+	@$(TOP)/scripts/deps
+
+kernel: deps
+	@$(TOP)/scripts/kernel >/dev/null
+
+module:
+	@$(TOP)/scripts/module
+
+host-test:
+	@cd $(TOP)/rust/proto && cargo test --quiet
+
+selftest: module
+	@$(TOP)/scripts/selftest
+
+clean:
+	@cd $(TOP) && git clean -fdX -e '!.cache' -q -- rust selftests Documentation 2>/dev/null || true
+	@rm -f $(TOP)/*.ko $(TOP)/*.o $(TOP)/*.mod* $(TOP)/Module.symvers $(TOP)/modules.order \
+		$(TOP)/.*.cmd
+
+endif

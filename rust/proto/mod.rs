@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The RPC-over-RDMA protocol core: pure logic, no `unsafe`, no allocation, no
+//! kernel types. The same files build as the `proto` module of the kernel module
+//! and as the host crate `rpcrdma_proto` (see `lib.rs` beside this file), which
+//! `cargo test` exercises.
+
+#![forbid(unsafe_code)]
+
+pub mod chunk;
+pub mod header;
+pub mod negotiate;
+pub mod pvt_data;
+pub mod ulb;
+pub mod vectors;
+pub mod xdr;

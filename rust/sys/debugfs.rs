@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! debugfs directories and read-only files whose text a Rust [`Show`] writes.
+//!
+//! A [`Dir`] owns its files: dropping it removes the directory recursively with
+//! `debugfs_remove()`, which waits until no reader is inside a file's `show`, and
+//! only then releases the data the files point to. No file can outlive its data.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::fmt;
+use core::marker::{PhantomData, PhantomPinned};
+use core::ptr;
+use kernel::error::to_result;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+/// C `struct dentry`, opaque.
+#[repr(C)]
+pub struct dentry {
+    _p: [u8; 0],
+    _m: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// C `struct seq_file`, opaque.
+#[repr(C)]
+pub struct seq_file {
+    _p: [u8; 0],
+    _m: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+extern "C" {
+    fn rpcrdma_cm_debugfs_create_dir(
+        name: *const c_char,
+        parent: *mut dentry,
+        out: *mut *mut dentry,
+    ) -> c_int;
+    fn rpcrdma_cm_debugfs_create_seq_file(
+        name: *const c_char,
+        mode: u16,
+        parent: *mut dentry,
+        private: *mut c_void,
+        out: *mut *mut dentry,
+    ) -> c_int;
+    fn debugfs_remove(dentry: *mut dentry);
+    fn seq_write(m: *mut seq_file, data: *const c_void, len: usize) -> c_int;
+}
+
+/// Something that renders itself as the text of a debugfs file.
+pub trait Show: Send + Sync {
+    /// Writes the file's whole content.
+    fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result;
+}
+
+/// The text buffer of one read of a debugfs file.
+pub struct SeqFile<'a> {
+    ptr: *mut seq_file,
+    _m: PhantomData<&'a mut seq_file>,
+}
+
+impl fmt::Write for SeqFile<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // SAFETY: `self.ptr` is the seq_file of the ->show call this SeqFile was
+        // made for (see `rpcrdma_cm_debugfs_show`), valid for its lifetime `'a`;
+        // `s` is valid for `s.len()` bytes. On overflow seq_write() marks the
+        // buffer full and seq_read() retries ->show with a larger one, so the
+        // result needs no handling here.
+        unsafe { seq_write(self.ptr, s.as_ptr().cast(), s.len()) };
+        Ok(())
+    }
+}
+
+/// Called by `helpers.c` for each read of a file made by [`Dir::file`].
+#[no_mangle]
+extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
+    // SAFETY: `private` is the inode's i_private set by `Dir::file`: a pointer to
+    // an `Arc<dyn Show>` in a `KBox` owned by the `Dir`. The Dir removes the file
+    // with debugfs_remove(), which waits for this call to return, before it drops
+    // the box, so the pointer is valid here.
+    let data: &Arc<dyn Show> = unsafe { &*private.cast::<Arc<dyn Show>>() };
+    let mut seq = SeqFile {
+        ptr: m,
+        _m: PhantomData,
+    };
+    match data.show(&mut seq) {
+        Ok(()) => 0,
+        Err(fmt::Error) => EINVAL.to_errno(),
+    }
+}
+
+/// A debugfs directory and the files in it.
+pub struct Dir {
+    dentry: *mut dentry,
+    files: KVec<KBox<Arc<dyn Show>>>,
+    // Keeps a parent directory alive (and in place) as long as this one.
+    _parent: Option<Arc<DirGuard>>,
+}
+
+/// A directory shared with its subdirectories (see [`Dir::new_shared`]).
+pub struct DirGuard(Dir);
+
+// SAFETY: a `Dir` is a handle to debugfs objects that may be used and removed from
+// any thread; the shown data is `Send + Sync` by the bound on `Show`.
+unsafe impl Send for Dir {}
+// SAFETY: `&Dir` gives access to nothing but the dentry pointer, which debugfs
+// functions accept from any thread.
+unsafe impl Sync for Dir {}
+
+impl Dir {
+    /// Creates directory `name` at the top of debugfs.
+    pub fn new(name: &CStr) -> Result<Self> {
+        Self::create(name, ptr::null_mut(), None)
+    }
+
+    /// Creates directory `name` inside `parent`, which stays alive as long as the
+    /// new directory does.
+    pub fn subdir(parent: &Arc<DirGuard>, name: &CStr) -> Result<Self> {
+        Self::create(name, parent.0.dentry, Some(parent.clone()))
+    }
+
+    /// Turns this directory into one that subdirectories can be made in.
+    pub fn into_shared(self) -> Result<Arc<DirGuard>> {
+        Ok(Arc::new(DirGuard(self), GFP_KERNEL)?)
+    }
+
+    fn create(name: &CStr, parent: *mut dentry, guard: Option<Arc<DirGuard>>) -> Result<Self> {
+        let mut d = ptr::null_mut();
+        // SAFETY: `name` is NUL-terminated and outlives the call; `parent` is NULL
+        // or a directory dentry kept alive by `guard`; `d` is a valid out pointer.
+        to_result(unsafe { rpcrdma_cm_debugfs_create_dir(name.as_char_ptr(), parent, &mut d) })?;
+        Ok(Dir {
+            dentry: d,
+            files: KVec::new(),
+            _parent: guard,
+        })
+    }
+
+    /// Adds a read-only (0444) file `name` whose content `data.show()` writes on
+    /// each open.
+    pub fn file(&mut self, name: &CStr, data: Arc<dyn Show>) -> Result {
+        // The box goes into `self.files` first: if creating the file fails, it
+        // stays there unused until the Dir is dropped.
+        self.files.push(KBox::new(data, GFP_KERNEL)?, GFP_KERNEL)?;
+        let private: *const Arc<dyn Show> = match self.files.as_slice().last() {
+            Some(boxed) => &**boxed,
+            None => return Err(EINVAL),
+        };
+        let mut d = ptr::null_mut();
+        // SAFETY: `name` is NUL-terminated; `self.dentry` is our live directory;
+        // `private` points into a heap box held in `self.files`, which is freed
+        // only after the directory is removed (see Drop): it outlives the file.
+        to_result(unsafe {
+            rpcrdma_cm_debugfs_create_seq_file(
+                name.as_char_ptr(),
+                0o444,
+                self.dentry,
+                private.cast_mut().cast(),
+                &mut d,
+            )
+        })
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: `self.dentry` is the directory this Dir created and nobody else
+        // removes: subdirectories hold a reference to us, so they are gone already.
+        // debugfs_remove() is recursive and waits for readers inside ->show, so the
+        // boxes in `self.files`, dropped after this, are no longer in use.
+        unsafe { debugfs_remove(self.dentry) };
+    }
+}

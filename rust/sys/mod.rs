@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The abstraction layer over C: the only place in rpcrdma_cm with `unsafe`.
+//!
+//! Each submodule wraps one C interface in a safe Rust API, the way
+//! `rust/kernel/net/phy.rs` does for PHY drivers. Where C uses macros, static
+//! inlines or ops tables, the C half of this layer (`helpers.c`, linked into the
+//! same module) provides plain functions that are declared here.
+
+pub mod debugfs;
+pub mod param;
