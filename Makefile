@@ -18,7 +18,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check demo deps kernel module host-test selftest clean
+.PHONY: help check demo deps kernel module host-test selftest fuzz bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -28,6 +28,8 @@ help:
 	@echo "make module     build rpcrdma_cm.ko (KDIR=<tree> to use another kernel)"
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
+	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
+	@echo "make bench-proto  microbenchmark of parse and negotiate (host)"
 	@echo "make clean      remove build products (not the kernel cache)"
 
 check:
@@ -51,9 +53,15 @@ host-test:
 selftest: module
 	@$(TOP)/scripts/selftest
 
+fuzz:
+	@$(TOP)/scripts/fuzz
+
+bench-proto:
+	@cd $(TOP)/rust/proto && cargo bench --quiet
+
 clean:
-	@cd $(TOP) && git clean -fdX -e '!.cache' -q -- rust selftests Documentation 2>/dev/null || true
-	@rm -f $(TOP)/*.ko $(TOP)/*.o $(TOP)/*.mod* $(TOP)/Module.symvers $(TOP)/modules.order \
-		$(TOP)/.*.cmd
+	@kdir=$$($(TOP)/scripts/kernel --path); \
+	if [ -d "$$kdir" ]; then $(MAKE) -s -C "$$kdir" M=$(TOP) clean; fi
+	@rm -rf $(TOP)/results $(TOP)/rust/proto/target
 
 endif

@@ -52,7 +52,10 @@ impl kernel::Module for RpcrdmaCm {
         }
 
         let mut dir = Dir::new(c_str!("rpcrdma_cm")).inspect_err(|e| {
-            pr_err!("cannot create debugfs directory rpcrdma_cm (error {})\n", e.to_errno());
+            pr_err!(
+                "cannot create debugfs directory rpcrdma_cm (error {})\n",
+                e.to_errno()
+            );
         })?;
         dir.file(c_str!("stats"), stats)?;
 

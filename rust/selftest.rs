@@ -18,7 +18,10 @@ pub(crate) struct SelftestResult {
 
 /// Runs every shared vector; logs each failure by name.
 pub(crate) fn run() -> SelftestResult {
-    let mut r = SelftestResult { passed: 0, failed: 0 };
+    let mut r = SelftestResult {
+        passed: 0,
+        failed: 0,
+    };
     let mut check = |name: &str, ok: bool| {
         if ok {
             r.passed += 1;

@@ -6,24 +6,24 @@
 //! `debugfs_remove()`, which waits until no reader is inside a file's `show`, and
 //! only then releases the data the files point to. No file can outlive its data.
 
-use core::ffi::{c_char, c_int, c_void};
 use core::fmt;
 use core::marker::{PhantomData, PhantomPinned};
 use core::ptr;
 use kernel::error::to_result;
+use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 /// C `struct dentry`, opaque.
 #[repr(C)]
-pub struct dentry {
+pub(crate) struct dentry {
     _p: [u8; 0],
     _m: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
 /// C `struct seq_file`, opaque.
 #[repr(C)]
-pub struct seq_file {
+pub(crate) struct seq_file {
     _p: [u8; 0],
     _m: PhantomData<(*mut u8, PhantomPinned)>,
 }
@@ -46,13 +46,13 @@ extern "C" {
 }
 
 /// Something that renders itself as the text of a debugfs file.
-pub trait Show: Send + Sync {
+pub(crate) trait Show: Send + Sync {
     /// Writes the file's whole content.
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result;
 }
 
 /// The text buffer of one read of a debugfs file.
-pub struct SeqFile<'a> {
+pub(crate) struct SeqFile<'a> {
     ptr: *mut seq_file,
     _m: PhantomData<&'a mut seq_file>,
 }
@@ -88,15 +88,10 @@ extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) ->
 }
 
 /// A debugfs directory and the files in it.
-pub struct Dir {
+pub(crate) struct Dir {
     dentry: *mut dentry,
     files: KVec<KBox<Arc<dyn Show>>>,
-    // Keeps a parent directory alive (and in place) as long as this one.
-    _parent: Option<Arc<DirGuard>>,
 }
-
-/// A directory shared with its subdirectories (see [`Dir::new_shared`]).
-pub struct DirGuard(Dir);
 
 // SAFETY: a `Dir` is a handle to debugfs objects that may be used and removed from
 // any thread; the shown data is `Send + Sync` by the bound on `Show`.
@@ -107,36 +102,24 @@ unsafe impl Sync for Dir {}
 
 impl Dir {
     /// Creates directory `name` at the top of debugfs.
-    pub fn new(name: &CStr) -> Result<Self> {
-        Self::create(name, ptr::null_mut(), None)
+    pub(crate) fn new(name: &CStr) -> Result<Self> {
+        Self::create(name, ptr::null_mut())
     }
 
-    /// Creates directory `name` inside `parent`, which stays alive as long as the
-    /// new directory does.
-    pub fn subdir(parent: &Arc<DirGuard>, name: &CStr) -> Result<Self> {
-        Self::create(name, parent.0.dentry, Some(parent.clone()))
-    }
-
-    /// Turns this directory into one that subdirectories can be made in.
-    pub fn into_shared(self) -> Result<Arc<DirGuard>> {
-        Ok(Arc::new(DirGuard(self), GFP_KERNEL)?)
-    }
-
-    fn create(name: &CStr, parent: *mut dentry, guard: Option<Arc<DirGuard>>) -> Result<Self> {
+    fn create(name: &CStr, parent: *mut dentry) -> Result<Self> {
         let mut d = ptr::null_mut();
         // SAFETY: `name` is NUL-terminated and outlives the call; `parent` is NULL
-        // or a directory dentry kept alive by `guard`; `d` is a valid out pointer.
+        // or a live directory dentry; `d` is a valid out pointer.
         to_result(unsafe { rpcrdma_cm_debugfs_create_dir(name.as_char_ptr(), parent, &mut d) })?;
         Ok(Dir {
             dentry: d,
             files: KVec::new(),
-            _parent: guard,
         })
     }
 
     /// Adds a read-only (0444) file `name` whose content `data.show()` writes on
     /// each open.
-    pub fn file(&mut self, name: &CStr, data: Arc<dyn Show>) -> Result {
+    pub(crate) fn file(&mut self, name: &CStr, data: Arc<dyn Show>) -> Result {
         // The box goes into `self.files` first: if creating the file fails, it
         // stays there unused until the Dir is dropped.
         self.files.push(KBox::new(data, GFP_KERNEL)?, GFP_KERNEL)?;
@@ -163,8 +146,7 @@ impl Dir {
 impl Drop for Dir {
     fn drop(&mut self) {
         // SAFETY: `self.dentry` is the directory this Dir created and nobody else
-        // removes: subdirectories hold a reference to us, so they are gone already.
-        // debugfs_remove() is recursive and waits for readers inside ->show, so the
+        // removes. debugfs_remove() is recursive and waits for readers inside ->show, so the
         // boxes in `self.files`, dropped after this, are no longer in use.
         unsafe { debugfs_remove(self.dentry) };
     }

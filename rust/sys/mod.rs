@@ -7,5 +7,5 @@
 //! inlines or ops tables, the C half of this layer (`helpers.c`, linked into the
 //! same module) provides plain functions that are declared here.
 
-pub mod debugfs;
-pub mod param;
+pub(crate) mod debugfs;
+pub(crate) mod param;

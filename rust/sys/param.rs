@@ -8,7 +8,7 @@ extern "C" {
 }
 
 /// `selftest`: run the protocol core's vectors at load.
-pub fn selftest() -> bool {
+pub(crate) fn selftest() -> bool {
     // SAFETY: a plain C function without arguments that reads a module-lifetime
     // `bool` with READ_ONCE; callable from any context.
     unsafe { rpcrdma_cm_param_selftest() }
