@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chunk;
+pub mod config;
 pub mod header;
 pub mod negotiate;
 pub mod pvt_data;

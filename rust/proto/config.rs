@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What users type: module parameter values and debugfs control commands.
+//! Parsed here, in pure code, so the rules are host-tested and the module only
+//! acts on values that passed them.
+
+use core::net::SocketAddr;
+use core::str::FromStr;
+
+use crate::proto::pvt_data::{MAX_INLINE_SIZE, MIN_INLINE_SIZE};
+
+/// Why a `send_size` / `recv_size` value is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeParamError {
+    /// Below 1024, the RPC-over-RDMA version 1 minimum.
+    TooSmall,
+    /// Above 262144, the largest size RFC 8797 can express.
+    TooLarge,
+    /// Not a multiple of 1024: it could not be advertised exactly.
+    NotMultiple,
+}
+
+/// Checks a buffer-size parameter. Values are refused, never rounded or clamped:
+/// what the user sets is exactly what peers are told.
+pub fn check_size_param(v: u32) -> Result<u32, SizeParamError> {
+    if v < MIN_INLINE_SIZE {
+        Err(SizeParamError::TooSmall)
+    } else if v > MAX_INLINE_SIZE {
+        Err(SizeParamError::TooLarge)
+    } else if v % 1024 != 0 {
+        Err(SizeParamError::NotMultiple)
+    } else {
+        Ok(v)
+    }
+}
+
+/// Most listeners one `listen` parameter may name.
+pub const MAX_LISTENERS: usize = 8;
+
+/// Parses one endpoint: `a.b.c.d:port` or `[v6]:port`, port 1 to 65535.
+pub fn parse_endpoint(s: &str) -> Option<SocketAddr> {
+    let sa = SocketAddr::from_str(s.trim()).ok()?;
+    (sa.port() != 0).then_some(sa)
+}
+
+/// Iterates a `listen` parameter: endpoints separated by commas. Empty means none.
+pub fn listen_list(s: &str) -> impl Iterator<Item = Option<SocketAddr>> + '_ {
+    s.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(parse_endpoint)
+}
+
+/// Checks a whole `listen` parameter: every endpoint valid, at most
+/// [`MAX_LISTENERS`], none twice.
+pub fn check_listen_param(s: &str) -> bool {
+    let mut seen = [None; MAX_LISTENERS];
+    for (i, ep) in listen_list(s).enumerate() {
+        let Some(ep) = ep else { return false };
+        if i >= MAX_LISTENERS || seen[..i].contains(&Some(ep)) {
+            return false;
+        }
+        seen[i] = Some(ep);
+    }
+    true
+}
+
+/// Per-connection overrides of what a client connection advertises; `None` keeps
+/// the module parameter's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Advert {
+    /// `send_size=N`.
+    pub send_size: Option<u32>,
+    /// `recv_size=N`.
+    pub recv_size: Option<u32>,
+    /// `remote_invalidate=0|1`.
+    pub remote_invalidate: Option<bool>,
+    /// `legacy=0|1`.
+    pub legacy: Option<bool>,
+}
+
+/// A command written to `/sys/kernel/debug/rpcrdma_cm/control`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `connect ADDR PORT [send_size=N] [recv_size=N] [remote_invalidate=0|1]
+    /// [legacy=0|1]`: open a client connection.
+    Connect(SocketAddr, Advert),
+    /// `disconnect ID`: close connection ID.
+    Disconnect(u32),
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "0" | "n" | "N" => Some(false),
+        "1" | "y" | "Y" => Some(true),
+        _ => None,
+    }
+}
+
+fn parse_option(adv: &mut Advert, opt: &str) -> Option<()> {
+    let (k, v) = opt.split_once('=')?;
+    match k {
+        "send_size" => adv.send_size = Some(check_size_param(u32::from_str(v).ok()?).ok()?),
+        "recv_size" => adv.recv_size = Some(check_size_param(u32::from_str(v).ok()?).ok()?),
+        "remote_invalidate" => adv.remote_invalidate = Some(parse_bool(v)?),
+        "legacy" => adv.legacy = Some(parse_bool(v)?),
+        _ => return None,
+    }
+    Some(())
+}
+
+/// Parses one control command (surrounding white space and a trailing newline
+/// are ignored). `None` for anything else, including a bad option value.
+pub fn parse_command(s: &str) -> Option<Command> {
+    let mut w = s.split_whitespace();
+    match w.next()? {
+        "connect" => {
+            let ip = core::net::IpAddr::from_str(w.next()?).ok()?;
+            let port = u16::from_str(w.next()?).ok().filter(|p| *p != 0)?;
+            let mut adv = Advert::default();
+            for opt in w {
+                parse_option(&mut adv, opt)?;
+            }
+            Some(Command::Connect(SocketAddr::new(ip, port), adv))
+        }
+        "disconnect" => {
+            let id = u32::from_str(w.next()?).ok()?;
+            w.next().is_none().then_some(Command::Disconnect(id))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_refused_not_rounded() {
+        assert_eq!(check_size_param(4096), Ok(4096));
+        assert_eq!(check_size_param(1024), Ok(1024));
+        assert_eq!(check_size_param(262_144), Ok(262_144));
+        assert_eq!(check_size_param(1023), Err(SizeParamError::TooSmall));
+        assert_eq!(check_size_param(0), Err(SizeParamError::TooSmall));
+        assert_eq!(check_size_param(4095), Err(SizeParamError::NotMultiple));
+        assert_eq!(check_size_param(263_168), Err(SizeParamError::TooLarge));
+    }
+
+    #[test]
+    fn listen_lists() {
+        assert!(check_listen_param(""));
+        assert!(check_listen_param("192.0.2.1:20050"));
+        assert!(check_listen_param("192.0.2.1:20050, [2001:db8::1]:20050"));
+        assert!(!check_listen_param("192.0.2.1"));
+        assert!(!check_listen_param("192.0.2.1:0"));
+        assert!(!check_listen_param("192.0.2.1:70000"));
+        assert!(!check_listen_param("host:20049"));
+        assert!(!check_listen_param("192.0.2.1:1,192.0.2.1:1"));
+        assert!(!check_listen_param("1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9"));
+    }
+
+    #[test]
+    fn commands() {
+        let ep = parse_endpoint("192.0.2.1:20049").unwrap();
+        let none = Advert::default();
+        assert_eq!(
+            parse_command("connect 192.0.2.1 20049\n"),
+            Some(Command::Connect(ep, none))
+        );
+        assert_eq!(
+            parse_command("  disconnect 7 "),
+            Some(Command::Disconnect(7))
+        );
+        assert_eq!(parse_command("connect 192.0.2.1"), None);
+        assert_eq!(parse_command("connect 192.0.2.1 0"), None);
+        assert_eq!(parse_command("connect 192.0.2.1 20049 extra"), None);
+        assert_eq!(parse_command("disconnect x"), None);
+        assert_eq!(parse_command("disconnect 1 2"), None);
+        assert_eq!(parse_command(""), None);
+        assert_eq!(parse_command("reboot"), None);
+    }
+
+    #[test]
+    fn connect_options_override_and_are_checked() {
+        let ep = parse_endpoint("192.0.2.1:20050").unwrap();
+        let adv = Advert {
+            send_size: Some(16384),
+            recv_size: Some(1024),
+            remote_invalidate: Some(false),
+            legacy: Some(true),
+        };
+        assert_eq!(
+            parse_command("connect 192.0.2.1 20050 send_size=16384 recv_size=1024 remote_invalidate=0 legacy=y"),
+            Some(Command::Connect(ep, adv))
+        );
+        assert_eq!(
+            parse_command("connect 192.0.2.1 20050 send_size=1000"),
+            None
+        );
+        assert_eq!(
+            parse_command("connect 192.0.2.1 20050 recv_size=524288"),
+            None
+        );
+        assert_eq!(
+            parse_command("connect 192.0.2.1 20050 remote_invalidate=2"),
+            None
+        );
+        assert_eq!(parse_command("connect 192.0.2.1 20050 colour=blue"), None);
+        assert_eq!(parse_command("connect 192.0.2.1 20050 send_size"), None);
+    }
+}
