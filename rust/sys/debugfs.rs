@@ -34,9 +34,9 @@ extern "C" {
         parent: *mut dentry,
         out: *mut *mut dentry,
     ) -> c_int;
-    fn rpcrdma_cm_debugfs_create_seq_file(
+    fn rpcrdma_cm_debugfs_create_file(
         name: *const c_char,
-        mode: u16,
+        writable: bool,
         parent: *mut dentry,
         private: *mut c_void,
         out: *mut *mut dentry,
@@ -49,6 +49,12 @@ extern "C" {
 pub(crate) trait Show: Send + Sync {
     /// Writes the file's whole content.
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result;
+
+    /// Takes the text of one write() to a file made by [`Dir::rw_file`]; an error
+    /// becomes the write()'s error.
+    fn write(&self, _text: &str) -> Result {
+        Err(EPERM)
+    }
 }
 
 /// The text buffer of one read of a debugfs file.
@@ -87,6 +93,28 @@ extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) ->
     }
 }
 
+/// Called by `helpers.c` for each write() to a file made by [`Dir::rw_file`].
+#[no_mangle]
+extern "C" fn rpcrdma_cm_debugfs_write(
+    private: *mut c_void,
+    buf: *const c_char,
+    len: usize,
+) -> c_int {
+    // SAFETY: `private` is the i_private of a file made by `Dir::rw_file`, valid
+    // until debugfs_remove() returns (see rpcrdma_cm_debugfs_show).
+    let data: &Arc<dyn Show> = unsafe { &*private.cast::<Arc<dyn Show>>() };
+    // SAFETY: helpers.c passes a kernel copy of the user's `len` octets, alive for
+    // this call.
+    let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
+    let Ok(text) = core::str::from_utf8(bytes) else {
+        return EINVAL.to_errno();
+    };
+    match data.write(text) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
 /// A debugfs directory and the files in it.
 pub(crate) struct Dir {
     dentry: *mut dentry,
@@ -120,6 +148,16 @@ impl Dir {
     /// Adds a read-only (0444) file `name` whose content `data.show()` writes on
     /// each open.
     pub(crate) fn file(&mut self, name: &CStr, data: Arc<dyn Show>) -> Result {
+        self.add(name, data, false)
+    }
+
+    /// Adds a file `name` that root may also write (0644): each write() goes to
+    /// `data.write()`.
+    pub(crate) fn rw_file(&mut self, name: &CStr, data: Arc<dyn Show>) -> Result {
+        self.add(name, data, true)
+    }
+
+    fn add(&mut self, name: &CStr, data: Arc<dyn Show>, writable: bool) -> Result {
         // The box goes into `self.files` first: if creating the file fails, it
         // stays there unused until the Dir is dropped.
         self.files.push(KBox::new(data, GFP_KERNEL)?, GFP_KERNEL)?;
@@ -132,9 +170,9 @@ impl Dir {
         // `private` points into a heap box held in `self.files`, which is freed
         // only after the directory is removed (see Drop): it outlives the file.
         to_result(unsafe {
-            rpcrdma_cm_debugfs_create_seq_file(
+            rpcrdma_cm_debugfs_create_file(
                 name.as_char_ptr(),
-                0o444,
+                writable,
                 self.dentry,
                 private.cast_mut().cast(),
                 &mut d,

@@ -9,3 +9,4 @@
 
 pub(crate) mod debugfs;
 pub(crate) mod param;
+pub(crate) mod rdma_cm;
