@@ -13,12 +13,14 @@ use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
+mod conn;
 pub mod proto;
 mod selftest;
 mod stats;
 mod sys;
 
-use stats::Stats;
+use conn::{ConnectionsFile, ControlFile, ListenersFile, ParamsFile, State};
+use stats::Counter;
 use sys::debugfs::Dir;
 
 module! {
@@ -30,16 +32,22 @@ module! {
 }
 
 struct RpcrdmaCm {
-    _debugfs: Dir,
+    state: Arc<State>,
+    debugfs: Option<Dir>,
 }
 
 impl kernel::Module for RpcrdmaCm {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
+        let state = State::new()?;
 
         if sys::param::selftest() {
             let result = selftest::run();
-            stats.record_selftest(&result);
+            state
+                .stats
+                .set(Counter::SelftestPassed, result.passed.into());
+            state
+                .stats
+                .set(Counter::SelftestFailed, result.failed.into());
             if result.failed != 0 {
                 pr_err!(
                     "selftest: {} passed, {} failed: refusing to load\n",
@@ -57,15 +65,49 @@ impl kernel::Module for RpcrdmaCm {
                 e.to_errno()
             );
         })?;
-        dir.file(c_str!("stats"), stats)?;
+        dir.file(
+            c_str!("stats"),
+            Arc::new(StatsFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.file(c_str!("params"), Arc::new(ParamsFile, GFP_KERNEL)?)?;
+        dir.file(
+            c_str!("connections"),
+            Arc::new(ConnectionsFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.file(
+            c_str!("listeners"),
+            Arc::new(ListenersFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.rw_file(
+            c_str!("control"),
+            Arc::new(ControlFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        let module = RpcrdmaCm {
+            state,
+            debugfs: Some(dir),
+        };
+        // On error `module` is dropped: its Drop tears down what was started.
+        module.state.start_listeners()?;
 
         pr_info!("loaded\n");
-        Ok(RpcrdmaCm { _debugfs: dir })
+        Ok(module)
+    }
+}
+
+/// `stats`: the module-wide counters.
+struct StatsFile(Arc<State>);
+
+impl sys::debugfs::Show for StatsFile {
+    fn show(&self, m: &mut sys::debugfs::SeqFile<'_>) -> core::fmt::Result {
+        self.0.stats.show(m)
     }
 }
 
 impl Drop for RpcrdmaCm {
     fn drop(&mut self) {
+        // No more control writes, then no listeners, then no connections.
+        drop(self.debugfs.take());
+        self.state.shutdown();
         pr_info!("unloaded\n");
     }
 }

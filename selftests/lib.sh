@@ -40,3 +40,90 @@ unload_module() {
 klog() {
 	dmesg | sed -n '/rpcrdma_cm-selftests-start/,$p'
 }
+
+# Port of our listener in the tests (nfsd has 20049).
+PORT=20050
+PARAMS=/sys/module/rpcrdma_cm/parameters
+
+# (Re)loads the module with the given parameters.
+load_module() {
+	unload_module || return 1
+	insmod "$KO" "$@" || { fail "insmod $*"; return 1; }
+}
+
+setp() { # name value: set a module parameter
+	echo "$2" >"$PARAMS/$1" || fail "cannot set $1=$2"
+}
+
+min() { echo $(($1 < $2 ? $1 : $2)); }
+
+max_conn_id() {
+	awk '{ v = $1; sub("id=", "", v); if (v + 0 > m) m = v + 0 } END { print m + 0 }' "$DBG/connections"
+}
+
+conn_line() { grep "^id=$1 " "$DBG/connections"; }
+
+# field "LINE" KEY: the value of KEY=value in a connections line.
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+# wait_field ID KEY VALUE [SECONDS]: polls connection ID until KEY is VALUE.
+wait_field() {
+	local i
+	for ((i = 0; i < ${4:-20} * 10; i++)); do
+		[ "$(field "$(conn_line "$1")" "$2")" = "$3" ] && return 0
+		sleep 0.1
+	done
+	ktap_print_msg "timeout waiting for id=$1 $2=$3: $(conn_line "$1")"
+	return 1
+}
+
+# client_connect ARGS...: writes "connect ARGS" to control, prints the new id.
+client_connect() {
+	local before
+	before=$(max_conn_id)
+	echo "connect $*" >"$DBG/control" || return 1
+	echo $((before + 1))
+}
+
+# The server-side line of the connection whose client is connection ID.
+server_for() {
+	local local_ep
+	local_ep=$(field "$(conn_line "$1")" local)
+	grep " role=server " "$DBG/connections" | grep " peer=$local_ep "
+}
+
+# expect "LINE" KEY=VALUE...: every field has the value; prints mismatches.
+expect() {
+	local line=$1 kv k v got ok=0
+	shift
+	for kv in "$@"; do
+		k=${kv%%=*}
+		v=${kv#*=}
+		got=$(field "$line" "$k")
+		if [ "$got" != "$v" ]; then
+			ktap_print_msg "expected $k=$v, got '$got' in: $line"
+			ok=1
+		fi
+	done
+	return $ok
+}
+
+# Linux nfsd on 192.0.2.1, RDMA port 20049, exporting a tmpfs (the guest's /tmp
+# is an overlay, which nfsd cannot export). Idempotent.
+start_nfsd() {
+	grep -q "rdma 20049" /proc/fs/nfsd/portlist 2>/dev/null && return 0
+	mkdir -p /tmp/export /run/rpcbind /var/lib/nfs/v4recovery
+	mountpoint -q /tmp/export || mount -t tmpfs -o size=64m tmpfs /tmp/export || return 1
+	echo "/tmp/export *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)" >/etc/exports
+	mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
+	pgrep -x rpcbind >/dev/null || rpcbind -w || return 1
+	exportfs -ra || return 1
+	pgrep -x rpc.mountd >/dev/null || rpc.mountd || return 1
+	rpc.nfsd 2 || return 1
+	echo "rdma 20049" >/proc/fs/nfsd/portlist || return 1
+	grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
+ensure_tracefs() {
+	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+}

@@ -21,6 +21,18 @@ ALL_TESTS="
 	module_parameters_visible
 	module_unload_removes_debugfs
 	module_reload_without_selftest
+	params_refuse_bad_values
+	rust_client_server_size_matrix
+	rust_client_server_remote_invalidation_matrix
+	rust_client_server_asymmetric_sizes
+	rust_client_rejected_without_listener
+	rust_client_to_linux_nfsd
+	linux_nfs_client_to_rust_server
+	rping_client_to_rust_server
+	rust_client_to_rping_server
+	legacy_switch_with_linux_peers
+	unload_with_live_connections
+	device_removal_with_live_connections
 	dmesg_clean
 "
 
@@ -83,6 +95,232 @@ module_reload_without_selftest() {
 	diag rmmod rpcrdma_cm || fail "second rmmod failed"
 }
 
+params_refuse_bad_values() {
+	local ok=0 v
+	unload_module
+	for v in "send_size=1000" "send_size=4095" "recv_size=0" "recv_size=524288" \
+		"send_size=abc" "listen=192.0.2.1" "listen=host:20050" "listen=192.0.2.1:0"; do
+		if insmod "$KO" "$v" 2>/dev/null; then
+			ktap_print_msg "insmod $v was accepted"
+			rmmod rpcrdma_cm
+			ok=1
+		elif ! klog | grep -q "rpcrdma_cm: ${v%%=*}=.* refused"; then
+			ktap_print_msg "no 'refused' message for $v"
+			ok=1
+		fi
+	done
+	load_module || return 1
+	for v in 1000 4095 262145 x; do
+		if echo "$v" >"$PARAMS/send_size" 2>/dev/null; then
+			ktap_print_msg "send_size=$v accepted at run time"
+			ok=1
+		fi
+	done
+	[ "$(cat "$PARAMS/send_size")" = 4096 ] || { ktap_print_msg "send_size changed"; ok=1; }
+	for v in "connect 192.0.2.1" "connect 192.0.2.1 20050 send_size=1000" "disconnect x" "frobnicate"; do
+		if echo "$v" >"$DBG/control" 2>/dev/null; then
+			ktap_print_msg "control accepted '$v'"
+			ok=1
+		fi
+	done
+	return $ok
+}
+
+# One client<->server connection through the module's own listener. Server side
+# from module parameters, client side from connect options; checks both ends
+# against RFC 8797 section 4.2 and 4.1.
+check_pair() { # s_send s_recv s_r c_send c_recv c_r
+	local ss=$1 sr=$2 sR=$3 cs=$4 cr=$5 cR=$6 id cl sl c2s s2c ri
+	setp send_size "$ss" && setp recv_size "$sr" && setp remote_invalidate "$sR" || return 1
+	id=$(client_connect "$ADDR $PORT send_size=$cs recv_size=$cr remote_invalidate=$cR") || return 1
+	wait_field "$id" state established || return 1
+	cl=$(conn_line "$id")
+	sl=$(server_for "$id")
+	c2s=$(min "$cs" "$sr")
+	s2c=$(min "$ss" "$cr")
+	ri=$((cR && sR))
+	expect "$cl" outcome=found peer_r="$sR" peer_send="$ss" peer_recv="$sr" c2s="$c2s" s2c="$s2c" reminv="$ri" &&
+		expect "$sl" state=established outcome=found peer_r="$cR" peer_send="$cs" peer_recv="$cr" \
+			c2s="$c2s" s2c="$s2c" reminv="$ri" || { ktap_print_msg "case: server $ss/$sr R=$sR, client $cs/$cr R=$cR"; return 1; }
+	echo "disconnect $id" >"$DBG/control" || return 1
+}
+
+rust_client_server_size_matrix() {
+	local s c ok=0 n=0
+	load_module listen="$ADDR:$PORT" || return 1
+	for s in 1024 4096 16384 262144; do
+		for c in 1024 4096 16384 262144; do
+			check_pair "$s" "$s" 1 "$c" "$c" 1 || ok=1
+			n=$((n + 1))
+		done
+	done
+	ktap_print_msg "$n size pairs checked"
+	return $ok
+}
+
+rust_client_server_remote_invalidation_matrix() {
+	local sR cR ok=0
+	load_module listen="$ADDR:$PORT" || return 1
+	for sR in 0 1; do
+		for cR in 0 1; do
+			check_pair 4096 4096 "$sR" 4096 4096 "$cR" || ok=1
+		done
+	done
+	[ "$(stat reminv_negotiated)" -gt 0 ] || { ktap_print_msg "reminv_negotiated stayed 0"; ok=1; }
+	return $ok
+}
+
+rust_client_server_asymmetric_sizes() {
+	load_module listen="$ADDR:$PORT" || return 1
+	check_pair 8192 65536 1 16384 2048 1 &&
+		check_pair 262144 1024 0 1024 262144 1 &&
+		check_pair 2048 4096 1 65536 131072 0
+}
+
+rust_client_rejected_without_listener() {
+	local id rej
+	load_module || return 1
+	rej=$(stat rejected_by_peer)
+	id=$(client_connect "$ADDR 20099") || return 1
+	wait_field "$id" state rejected || return 1
+	[ "$(stat rejected_by_peer)" = $((rej + 1)) ] || fail "rejected_by_peer did not count it"
+}
+
+rust_client_to_linux_nfsd() {
+	local size code id line ok=0
+	load_module || return 1
+	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
+	for size in 4096 16384 65536; do
+		echo "$size" >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
+		code=$(printf '%02x' $((size / 1024 - 1)))
+		id=$(client_connect "$ADDR 20049 send_size=16384 recv_size=8192") || return 1
+		wait_field "$id" state established || { ok=1; continue; }
+		line=$(conn_line "$id")
+		ktap_print_msg "max_req_size=$size: $line"
+		expect "$line" peer_pvt="f6ab0e180100$code$code" outcome=found offset=0 peer_r=0 \
+			peer_send="$size" peer_recv="$size" c2s="$(min 16384 "$size")" \
+			s2c="$(min "$size" 8192)" reminv=0 || ok=1
+		echo "disconnect $id" >"$DBG/control"
+	done
+	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
+	return $ok
+}
+
+# The C client (xprtrdma) mounting from our listener: we do not serve NFS yet, so
+# the mount fails; what is checked is the handshake, in both views.
+c_client_handshake() { # expected "neg send/recv=A/B" of the C client
+	local before sl i ok=0 trace=/sys/kernel/tracing
+	ensure_tracefs || return 1
+	echo 1 >$trace/events/rpcrdma/xprtrdma_inline_thresh/enable || return 1
+	echo >$trace/trace
+	before=$(max_conn_id)
+	mkdir -p /tmp/mnt
+	timeout -s KILL 40 mount -t nfs -o rdma,port=$PORT,vers=4.2,soft,timeo=20,retrans=1 \
+		"$ADDR:/" /tmp/mnt >/dev/null 2>&1 &
+	local mounter=$!
+	for ((i = 0; i < 300; i++)); do
+		# The C client's first Send finds no Receive posted (we do not serve
+		# RPC yet), so its connection may already be closed: any state will do.
+		sl=$(awk -v b="$before" '{ v = $1; sub("id=", "", v) } v + 0 > b && / role=server .* outcome=/' "$DBG/connections" | head -1)
+		[ -n "$sl" ] && grep -q "neg send/recv=$1" $trace/trace && break
+		sleep 0.1
+	done
+	echo 0 >$trace/events/rpcrdma/xprtrdma_inline_thresh/enable
+	# Seen what we came for: stop the mount (it cannot succeed yet).
+	kill -KILL "$mounter" 2>/dev/null
+	pkill -KILL -x mount.nfs 2>/dev/null
+	ktap_print_msg "ours: $sl"
+	ktap_print_msg "C client: $(grep -m1 -o 'neg send/recv=.*' $trace/trace)"
+	[ -n "$sl" ] || { ktap_print_msg "no established server connection"; ok=1; }
+	grep -q "neg send/recv=$1" $trace/trace || { ktap_print_msg "C client did not negotiate $1"; ok=1; }
+	shift
+	[ -z "$sl" ] || expect "$sl" "$@" || ok=1
+	wait
+	return $ok
+}
+
+linux_nfs_client_to_rust_server() {
+	load_module listen="$ADDR:$PORT" recv_size=2048 send_size=16384 || return 1
+	# The C client offers R=1 4096/4096: it sends min(4096, our 2048) and takes
+	# min(4096, our 16384).
+	c_client_handshake 2048/4096 peer_pvt=f6ab0e1801010303 outcome=found peer_r=1 \
+		peer_send=4096 peer_recv=4096 c2s=2048 s2c=4096 reminv=1
+}
+
+rping_client_to_rust_server() {
+	local before sl
+	load_module listen="$ADDR:$PORT" send_size=16384 recv_size=16384 || return 1
+	before=$(max_conn_id)
+	timeout -s KILL 20 rping -c -a "$ADDR" -p $PORT -C 1 >/dev/null 2>&1
+	sl=$(conn_line $((before + 1)))
+	ktap_print_msg "$sl"
+	expect "$sl" role=server outcome=absent peer_pvt=- c2s=1024 s2c=1024 reminv=0 &&
+		[ "$(stat pvt_absent)" -ge 1 ]
+}
+
+rust_client_to_rping_server() {
+	local id line
+	load_module || return 1
+	timeout -s KILL 30 rping -s -a "$ADDR" -p 20070 -C 1 >/dev/null 2>&1 &
+	sleep 1
+	id=$(client_connect "$ADDR 20070 send_size=16384 recv_size=16384") || return 1
+	wait_field "$id" state established || { wait; return 1; }
+	line=$(conn_line "$id")
+	ktap_print_msg "$line"
+	echo "disconnect $id" >"$DBG/control"
+	wait
+	expect "$line" outcome=absent peer_pvt_len=196 peer_pvt=- c2s=1024 s2c=1024 reminv=0
+}
+
+legacy_switch_with_linux_peers() {
+	local id line ok=0
+	load_module listen="$ADDR:$PORT" legacy=1 || return 1
+	# Our legacy client to nfsd: we send nothing, so we assume 1024/1024 for us.
+	start_nfsd || return 1
+	id=$(client_connect "$ADDR 20049") || return 1
+	wait_field "$id" state established || return 1
+	line=$(conn_line "$id")
+	ktap_print_msg "$line"
+	expect "$line" sent=- peer_pvt=f6ab0e1801000303 c2s=1024 s2c=1024 reminv=0 || ok=1
+	echo "disconnect $id" >"$DBG/control"
+	# The C client sees no private data from us and falls back to 1024/1024.
+	c_client_handshake 1024/1024 sent=- peer_pvt=f6ab0e1801010303 c2s=1024 s2c=1024 reminv=0 || ok=1
+	return $ok
+}
+
+unload_with_live_connections() {
+	local id
+	load_module listen="$ADDR:$PORT" || return 1
+	id=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id" state established || return 1
+	server_for "$id" | grep -q "state=established" || { fail "server side not established"; return 1; }
+	id=$(client_connect "$ADDR 20049") || return 1
+	wait_field "$id" state established || return 1
+	ktap_print_msg "$(grep -c 'state=established' "$DBG/connections") live connections at rmmod"
+	diag rmmod rpcrdma_cm || { fail "rmmod with live connections failed"; return 1; }
+	! module_loaded
+}
+
+device_removal_with_live_connections() {
+	local id ok=0 removals
+	load_module listen="$ADDR:$PORT" || return 1
+	id=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id" state established || return 1
+	diag rdma link delete rxe0 || { fail "cannot delete rxe0"; return 1; }
+	# Both ends of the connection and the listener see DEVICE_REMOVAL and let go
+	# of the device: otherwise the deletion above would not have returned.
+	# The server end may first see the client end's teardown as DISCONNECTED.
+	wait_field "$id" state device_removed || ok=1
+	server_for "$id" | grep -qE "state=(device_removed|disconnected) " ||
+		{ ktap_print_msg "server end: $(server_for "$id")"; ok=1; }
+	grep -q "addr=$ADDR:$PORT state=dead" "$DBG/listeners" || { ktap_print_msg "listener: $(cat "$DBG/listeners")"; ok=1; }
+	removals=$(stat device_removals)
+	[ "$removals" -ge 2 ] || { ktap_print_msg "device_removals=$removals"; ok=1; }
+	diag rdma link add rxe0 type rxe netdev dummy0 || { fail "cannot re-add rxe0"; return 1; }
+	diag rmmod rpcrdma_cm || { fail "rmmod after device removal failed"; ok=1; }
+	return $ok
+}
+
 dmesg_clean() {
 	local bad
 	bad=$(klog | grep -E 'BUG:|WARNING:|Oops|refcount_t|general protection|Call Trace|UBSAN|KASAN|kmemleak|rust_panic|panicked')
@@ -103,7 +341,9 @@ main() {
 			ktap_test_fail "$t (no such test)"
 			continue
 		fi
+		local t0=$SECONDS
 		ktap_test_result "$t" "$t"
+		ktap_print_msg "$t: $((SECONDS - t0)) s"
 	done
 	unload_module >/dev/null 2>&1
 	ktap_finished
