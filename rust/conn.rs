@@ -304,6 +304,21 @@ impl Conn {
     }
 }
 
+/// The events that end a connection: the counter they bump and the state they
+/// leave (the event's status becomes the connection's `error`).
+fn ending(kind: EventKind) -> Option<(Counter, &'static str)> {
+    Some(match kind {
+        EventKind::AddrError => (Counter::AddrErrors, "addr_error"),
+        EventKind::RouteError => (Counter::RouteErrors, "route_error"),
+        EventKind::ConnectError => (Counter::ConnectErrors, "connect_error"),
+        EventKind::Unreachable => (Counter::Unreachable, "unreachable"),
+        EventKind::Rejected => (Counter::RejectedByPeer, "rejected"),
+        EventKind::Disconnected => (Counter::Disconnects, "disconnected"),
+        EventKind::DeviceRemoval => (Counter::DeviceRemovals, "device_removed"),
+        _ => return None,
+    })
+}
+
 impl CmHandler for Conn {
     fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>) {
         let st = self.stats();
@@ -332,41 +347,18 @@ impl CmHandler for Conn {
                     g.negotiate(Role::Client, ev.private_data, st);
                 }
             }
-            EventKind::AddrError => {
-                st.inc(Counter::AddrErrors);
-                self.close("addr_error", ev.status);
-            }
-            EventKind::RouteError => {
-                st.inc(Counter::RouteErrors);
-                self.close("route_error", ev.status);
-            }
-            EventKind::ConnectError => {
-                st.inc(Counter::ConnectErrors);
-                self.close("connect_error", ev.status);
-            }
-            EventKind::Unreachable => {
-                st.inc(Counter::Unreachable);
-                self.close("unreachable", ev.status);
-            }
-            EventKind::Rejected => {
-                st.inc(Counter::RejectedByPeer);
-                self.close("rejected", ev.status);
-            }
-            EventKind::Disconnected => {
-                st.inc(Counter::Disconnects);
-                self.close("disconnected", 0);
-            }
-            EventKind::DeviceRemoval => {
-                st.inc(Counter::DeviceRemovals);
-                self.close("device_removed", 0);
-            }
             EventKind::AddrChange => {
                 st.inc(Counter::AddrChanges);
                 // As xprtrdma does: the address moved, so drop the connection.
                 let _ = id.disconnect();
             }
             EventKind::TimewaitExit => st.inc(Counter::TimewaitExits),
-            _ => {}
+            kind => {
+                if let Some((counter, state)) = ending(kind) {
+                    st.inc(counter);
+                    self.close(state, ev.status);
+                }
+            }
         }
     }
 }

@@ -33,6 +33,8 @@ ALL_TESTS="
 	legacy_switch_with_linux_peers
 	unload_with_live_connections
 	device_removal_with_live_connections
+	hostile_private_data_from_clients
+	hostile_private_data_from_servers
 	dmesg_clean
 "
 
@@ -318,6 +320,84 @@ device_removal_with_live_connections() {
 	[ "$removals" -ge 2 ] || { ktap_print_msg "device_removals=$removals"; ok=1; }
 	diag rdma link add rxe0 type rxe netdev dummy0 || { fail "cannot re-add rxe0"; return 1; }
 	diag rmmod rpcrdma_cm || { fail "rmmod after device removal failed"; ok=1; }
+	return $ok
+}
+
+# Odd and hostile private data through the real CM path, both directions. Each
+# case: the connection is established with the RFC 8797 outcome (a peer without a
+# valid message counts as R=0, 1024/1024) and the outcome's counter rises.
+M=f6ab0e18
+Z8=0000000000000000
+pvt_case() { # role(client|server) hex outcome [field=value...]
+	local role=$1 hex=$2 outcome=$3 line counter before id ok=0
+	shift 3
+	counter=pvt_$outcome
+	before=$(stat "$counter")
+	if [ "$role" = client ]; then
+		local bid
+		bid=$(max_conn_id)
+		timeout -s KILL 20 "$PVT_PEER" client "$ADDR" $PORT "$hex" >/dev/null 2>&1 ||
+			{ ktap_print_msg "pvt_peer client failed for '$hex'"; return 1; }
+		line=$(awk -v b="$bid" '{ v = $1; sub("id=", "", v) } v + 0 > b && / role=server /' "$DBG/connections" | head -1)
+	else
+		local out=/tmp/pvt_peer.out i
+		rm -f $out
+		timeout -s KILL 25 "$PVT_PEER" server "$ADDR" 20080 "$hex" >$out 2>&1 &
+		for ((i = 0; i < 100; i++)); do
+			grep -q listening $out 2>/dev/null && break
+			sleep 0.1
+		done
+		grep -q listening $out || { ktap_print_msg "pvt_peer server: $(cat $out)"; wait; return 1; }
+		id=$(client_connect "$ADDR 20080") || return 1
+		wait_field "$id" state established || { wait; return 1; }
+		line=$(conn_line "$id")
+		echo "disconnect $id" >"$DBG/control"
+		wait
+	fi
+	expect "$line" outcome="$outcome" "$@" || ok=1
+	[ "$(stat "$counter")" = $((before + 1)) ] || { ktap_print_msg "$counter did not rise for '$hex'"; ok=1; }
+	return $ok
+}
+
+defaults="c2s=1024 s2c=1024 reminv=0 peer_r=0 peer_send=1024 peer_recv=1024"
+
+hostile_private_data_from_clients() {
+	local ok=0 z48 z49
+	z48=$(printf '0%.0s' {1..96})
+	z49=$(printf '0%.0s' {1..98})
+	load_module listen="$ADDR:$PORT" send_size=16384 recv_size=16384 || return 1
+	pvt_case client "" absent $defaults || ok=1
+	# The CM zero-pads a REQ's private data to 56 octets, so a short message is
+	# not truncated on the wire: 6 octets arrive as a v1 message with size codes
+	# 0, the bare id as version 0. Truncation needs the id in the last 7 octets.
+	pvt_case client f6ab0e180101 found offset=0 peer_r=1 peer_send=1024 peer_recv=1024 \
+		c2s=1024 s2c=1024 reminv=1 || ok=1
+	pvt_case client $M unknown_version offset=0 $defaults || ok=1
+	pvt_case client "${z48}${M}01010303" found offset=48 c2s=4096 s2c=4096 reminv=1 || ok=1
+	pvt_case client "${z49}${M}010103" truncated offset=49 $defaults || ok=1
+	pvt_case client "${M}02010303${M}01000f0f" found offset=8 peer_r=0 peer_send=16384 c2s=16384 || ok=1
+	pvt_case client "${M}01010303${M}01000f0f" found offset=0 peer_r=1 c2s=4096 || ok=1
+	pvt_case client "${M}00010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case client "${M}02010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case client "${M}ff010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case client "${M}01fe0303" found peer_r=0 peer_send=4096 reminv=0 || ok=1
+	pvt_case client "${M}01ff0303" found peer_r=1 reminv=1 || ok=1
+	pvt_case client "${M}010000ff" found peer_send=1024 peer_recv=262144 c2s=1024 s2c=16384 || ok=1
+	pvt_case client 4d5041204944205265712046 foreign $defaults || ok=1
+	pvt_case client 53fdb1f2dbbe630abecfcb7c31571834aeb5e4bccc8a9f23972372f8d0d8d90c7fa4acef09ed3dde45326c08c2c21b09a1d05684e8c1edb0 foreign $defaults || ok=1
+	return $ok
+}
+
+hostile_private_data_from_servers() {
+	local ok=0 z188 z189
+	z188=$(printf '0%.0s' {1..376})
+	z189=$(printf '0%.0s' {1..378})
+	load_module send_size=16384 recv_size=16384 || return 1
+	pvt_case server "" absent peer_pvt_len=196 $defaults || ok=1
+	pvt_case server "${z188}${M}01000303" found offset=188 c2s=4096 s2c=4096 reminv=0 || ok=1
+	pvt_case server "${z189}${M}010003" truncated offset=189 $defaults || ok=1
+	pvt_case server "${M}01010707${Z8}" found offset=0 peer_r=1 c2s=8192 reminv=1 || ok=1
+	pvt_case server 6565ed87ca32c1c5edcc2df167f68fbb8088bfcd005325a2f64e5cb64ac52c6406c9bea577c94436f1639980ab4a7a254aa91f239c33f6714ed7a650a9c515db3c08f396079b7de7b387785efe52cf7212c9aed7bafa96fcc8626d7190134b2a575c8b4085e15e12ce2e4cb2116640193a9a271079386d4ea56d971ad00c2727edb8396597dbf5c86295f1f211491f8bb836852fb6255827587d0b4ee92629b57810cc1620fbe1220db5d42ed600fdfa2666037838cca9eabbea871e4d4f62578febbbef foreign $defaults || ok=1
 	return $ok
 }
 

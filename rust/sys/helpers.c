@@ -49,9 +49,9 @@ static int rpcrdma_cm_set_size(const char *val, const struct kernel_param *kp)
 {
 	unsigned int v;
 
-	if (kstrtouint(val, 0, &v) || !rpcrdma_cm_size_param_ok(v)) {
-		pr_err("%s=%s refused: must be a multiple of 1024 from 1024 to 262144\n",
-		       kp->name, strim((char *)val));
+	if (!val || kstrtouint(val, 0, &v) || !rpcrdma_cm_size_param_ok(v)) {
+		pr_err("%s=%.*s refused: must be a multiple of 1024 from 1024 to 262144\n",
+		       kp->name, val ? (int)strcspn(val, "\n") : 0, val ? val : "");
 		return -EINVAL;
 	}
 	WRITE_ONCE(*(unsigned int *)kp->arg, v);
@@ -84,9 +84,9 @@ static char *listen;
 
 static int rpcrdma_cm_set_listen(const char *val, const struct kernel_param *kp)
 {
-	if (!rpcrdma_cm_listen_param_ok(val)) {
-		pr_err("listen=%s refused: expected ADDR:PORT[,ADDR:PORT...] (at most 8, each once; IPv4 a.b.c.d:port or IPv6 [addr]:port)\n",
-		       val);
+	if (!val || !rpcrdma_cm_listen_param_ok(val)) {
+		pr_err("listen=%.*s refused: expected ADDR:PORT[,ADDR:PORT...] (at most 8, each once; IPv4 a.b.c.d:port or IPv6 [addr]:port)\n",
+		       val ? (int)strcspn(val, "\n") : 0, val ? val : "");
 		return -EINVAL;
 	}
 	return param_set_charp(val, kp);
