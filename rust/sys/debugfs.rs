@@ -65,11 +65,10 @@ pub(crate) struct SeqFile<'a> {
 
 impl fmt::Write for SeqFile<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // SAFETY: `self.ptr` is the seq_file of the ->show call this SeqFile was
-        // made for (see `rpcrdma_cm_debugfs_show`), valid for its lifetime `'a`;
-        // `s` is valid for `s.len()` bytes. On overflow seq_write() marks the
-        // buffer full and seq_read() retries ->show with a larger one, so the
-        // result needs no handling here.
+        // On overflow seq_write() marks the buffer full and seq_read() retries
+        // ->show with a larger one, so its result needs no handling here.
+        // SAFETY: `self.ptr` is the seq_file of the running ->show (valid for
+        // `'a`, see `rpcrdma_cm_debugfs_show`); `s` is valid for `s.len()` bytes.
         unsafe { seq_write(self.ptr, s.as_ptr().cast(), s.len()) };
         Ok(())
     }
@@ -78,10 +77,10 @@ impl fmt::Write for SeqFile<'_> {
 /// Called by `helpers.c` for each read of a file made by [`Dir::file`].
 #[no_mangle]
 extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
-    // SAFETY: `private` is the inode's i_private set by `Dir::file`: a pointer to
-    // an `Arc<dyn Show>` in a `KBox` owned by the `Dir`. The Dir removes the file
-    // with debugfs_remove(), which waits for this call to return, before it drops
-    // the box, so the pointer is valid here.
+    // The Dir removes the file with debugfs_remove(), which waits for this call
+    // to return, before it drops the box `private` points into.
+    // SAFETY: `private` is the i_private set by `Dir::add`: an `Arc<dyn Show>`
+    // in a `KBox` owned by the `Dir`, valid until after this call (see above).
     let data: &Arc<dyn Show> = unsafe { &*private.cast::<Arc<dyn Show>>() };
     let mut seq = SeqFile {
         ptr: m,

@@ -504,10 +504,10 @@ extern "C" fn rpcrdma_cm_event_rs(
         initiator_depth: ev.initiator_depth,
     };
     let ctx_ptr = context.cast::<Ctx>();
-    // SAFETY: every id's context is a `Ctx` from Ctx::new: its own, or (for a
-    // CONNECT_REQUEST) its listener's, which the CM copied. A context is freed only
-    // after its id is destroyed, and a listener's id is destroyed (waiting for this
-    // handler) before its context is freed.
+    // Every id's context is a `Ctx` from Ctx::new: its own, or (for a
+    // CONNECT_REQUEST) its listener's, which the CM copied.
+    // SAFETY: a context is freed only after its id is destroyed, which waits for
+    // running handlers (a listener's, for its requests): `ctx_ptr` is valid here.
     let ctx = unsafe { &*ctx_ptr };
 
     if ctx.id.load(Ordering::Acquire) != id {
