@@ -4,30 +4,30 @@
 //! private data on every connect and accept, and what debugfs shows of them.
 //!
 //! Lock rule: a `CmId` is never dropped while a `Conn` or `State` mutex is held
-//! (dropping one takes the CM's handler lock, and handlers take those mutexes):
-//! it is taken out under the lock and dropped after.
+//! (dropping one takes the CM's handler lock and drains the QP, and handlers take
+//! those mutexes): it is taken out under the lock and dropped after. Completion
+//! handlers (`recv`, `send_done`) never drop it at all.
 
 use core::fmt::{self, Write};
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU32, Ordering};
-use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex};
+use kernel::sync::{Arc, CondVar, Mutex};
+use kernel::{new_condvar, new_mutex};
+
+mod xprt;
+pub(crate) use xprt::{RpcsFile, XprtFile};
 
 use crate::proto::config::{listen_list, parse_command, Advert, Command};
 use crate::proto::negotiate::{negotiate, Negotiated, Role};
 use crate::proto::pvt_data::{parse, Outcome, PrivateData};
-use crate::stats::{Counter, Stats};
+use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
+use crate::sys::errno::enotconn;
 use crate::sys::param;
 use crate::sys::rdma_cm::{
-    CmHandler, CmId, CmIdRef, ConnectRequest, Endpoint, Event, EventKind, Names,
+    CmHandler, CmId, CmIdRef, Completion, ConnectRequest, Endpoint, Event, EventKind, Names,
 };
-
-/// `disconnect` of a connection that is already closed.
-fn enotconn() -> Error {
-    Error::from_errno(-(kernel::bindings::ENOTCONN as i32))
-}
 
 /// Address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: usize = 5000;
@@ -73,6 +73,8 @@ pub(crate) struct State {
     conns: Mutex<KVec<Arc<Conn>>>,
     #[pin]
     listeners: Mutex<KVec<Arc<Listener>>>,
+    #[pin]
+    rpcs: Mutex<xprt::RpcLog>,
 }
 
 impl State {
@@ -83,6 +85,7 @@ impl State {
                 next_id: AtomicU32::new(1),
                 conns <- new_mutex!(KVec::new()),
                 listeners <- new_mutex!(KVec::new()),
+                rpcs <- new_mutex!(xprt::RpcLog::new()),
             }),
             GFP_KERNEL,
         )
@@ -95,7 +98,9 @@ impl State {
                 id,
                 role,
                 state: self.clone(),
-                inner <- new_mutex!(ConnInner::new(ours)),
+                xs: XprtStats::default(),
+                inner <- new_mutex!(ConnInner::new(ours, id.wrapping_mul(0x0100_0000))),
+                cv <- new_condvar!(),
             }),
             GFP_KERNEL,
         )?;
@@ -164,21 +169,35 @@ impl State {
         }
     }
 
-    /// `disconnect ID`.
-    fn disconnect(&self, id: u32) -> Result {
-        let conn = self
-            .conns
+    fn find(&self, id: u32) -> Result<Arc<Conn>> {
+        self.conns
             .lock()
             .iter()
             .find(|c| c.id == id)
             .cloned()
-            .ok_or(ENOENT)?;
+            .ok_or(ENOENT)
+    }
+
+    /// A snapshot of the connection list, so no `Conn` lock nests in the list lock.
+    fn snapshot(&self) -> Result<KVec<Arc<Conn>>> {
+        let conns = self.conns.lock();
+        let mut v = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
+        for c in conns.iter() {
+            v.push(c.clone(), GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// `disconnect ID`.
+    fn disconnect(&self, id: u32) -> Result {
+        let conn = self.find(id)?;
         let cm = {
             let mut g = conn.inner.lock();
             let cm = g.cm.take().ok_or_else(enotconn)?;
             g.close("closed_by_user", 0);
             cm
         };
+        conn.cv.notify_all();
         self.stats.inc(Counter::UserDisconnects);
         // Destroying the id sends the peer a disconnect request.
         drop(cm);
@@ -195,7 +214,12 @@ impl State {
         }
         let conns = core::mem::take(&mut *self.conns.lock());
         for c in conns.iter() {
-            let cm = c.inner.lock().cm.take();
+            let cm = {
+                let mut g = c.inner.lock();
+                g.x.fail_all(enotconn().to_errno());
+                g.cm.take()
+            };
+            c.cv.notify_all();
             drop(cm);
         }
     }
@@ -207,8 +231,12 @@ pub(crate) struct Conn {
     id: u32,
     role: Role,
     state: Arc<State>,
+    xs: XprtStats,
     #[pin]
     inner: Mutex<ConnInner>,
+    /// Signalled when a reply arrives, a credit frees up or the connection ends.
+    #[pin]
+    cv: CondVar,
 }
 
 struct ConnInner {
@@ -224,10 +252,11 @@ struct ConnInner {
     negotiated: Option<Negotiated>,
     ord: u8,
     cm: Option<CmId>,
+    x: xprt::XprtState,
 }
 
 impl ConnInner {
-    fn new(ours: Option<PrivateData>) -> Self {
+    fn new(ours: Option<PrivateData>, first_xid: u32) -> Self {
         ConnInner {
             state: "new",
             error: 0,
@@ -240,12 +269,21 @@ impl ConnInner {
             negotiated: None,
             ord: 0,
             cm: None,
+            x: xprt::XprtState::new(first_xid),
         }
     }
 
     fn close(&mut self, state: &'static str, error: i32) {
         self.state = state;
         self.error = error;
+        self.x.fail_all(enotconn().to_errno());
+    }
+
+    /// Sizes of our Send and Receive buffers: what we advertised (the RFC 8797
+    /// defaults for a legacy connection). Negotiated thresholds never exceed them.
+    fn buffer_sizes(&self) -> (u32, u32) {
+        let ours = self.ours.unwrap_or(PrivateData::DEFAULT);
+        (ours.send_size, ours.recv_size)
     }
 
     /// Keeps the peer's private data, parses it and negotiates.
@@ -279,6 +317,7 @@ impl Conn {
             g.close(state, error);
             g.cm.take()
         };
+        self.cv.notify_all();
         drop(cm);
     }
 
@@ -287,7 +326,8 @@ impl Conn {
     }
 
     fn route_resolved(&self, id: &CmIdRef<'_>) -> Result {
-        id.create_qp(QP_DEPTH)
+        let (send, recv) = self.inner.lock().buffer_sizes();
+        id.create_qp(QP_DEPTH, send, recv)
             .inspect_err(|_| self.stats().inc(Counter::ErrQpCreate))?;
         let pdata = {
             let mut g = self.inner.lock();
@@ -361,6 +401,14 @@ impl CmHandler for Conn {
             }
         }
     }
+
+    fn recv(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
+        self.on_recv(id, wc);
+    }
+
+    fn send_done(&self, _id: &CmIdRef<'_>, wc: &Completion<'_>) {
+        self.on_send_done(wc);
+    }
 }
 
 /// A server-side listener.
@@ -395,19 +443,24 @@ impl Listener {
             .state
             .new_conn(Role::Server, ours)
             .inspect_err(|_| st.inc(Counter::ErrAlloc))?;
-        let pdata = {
+        let (pdata, (send, recv)) = {
             let mut g = conn.inner.lock();
             g.names = Some(req.names());
             g.state = "accepting";
             g.ord = ev.initiator_depth;
             g.negotiate(Role::Server, ev.private_data, st);
-            g.ours.map(|p| p.encode())
+            (g.ours.map(|p| p.encode()), g.buffer_sizes())
         };
         let bytes: &[u8] = match &pdata {
             Some(p) => p,
             None => &[],
         };
-        match req.accept(conn.clone(), bytes, QP_DEPTH, ev.initiator_depth) {
+        match req.accept(
+            conn.clone(),
+            bytes,
+            (QP_DEPTH, send, recv),
+            ev.initiator_depth,
+        ) {
             Ok(cm) => {
                 st.inc(Counter::Accepts);
                 conn.inner.lock().cm = Some(cm);
@@ -527,15 +580,7 @@ pub(crate) struct ConnectionsFile(pub(crate) Arc<State>);
 
 impl Show for ConnectionsFile {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
-        // Lines are written from a snapshot so no Conn lock nests in the list lock.
-        let snapshot = {
-            let conns = self.0.conns.lock();
-            let mut v = KVec::with_capacity(conns.len(), GFP_KERNEL).map_err(|_| fmt::Error)?;
-            for c in conns.iter() {
-                v.push(c.clone(), GFP_KERNEL).map_err(|_| fmt::Error)?;
-            }
-            v
-        };
+        let snapshot = self.0.snapshot().map_err(|_| fmt::Error)?;
         snapshot.iter().try_for_each(|c| c.show_line(m))
     }
 }
@@ -564,7 +609,10 @@ impl Show for ControlFile {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
         m.write_str(
             "connect ADDR PORT [send_size=N] [recv_size=N] [remote_invalidate=0|1] [legacy=0|1]\n\
-             disconnect ID\n",
+             disconnect ID\n\
+             call ID null\n\
+             call ID echo LEN\n\
+             call ID rpc PROG VERS PROC\n",
         )
     }
 
@@ -572,6 +620,7 @@ impl Show for ControlFile {
         match parse_command(text) {
             Some(Command::Connect(sa, over)) => self.0.connect(sa, &over),
             Some(Command::Disconnect(id)) => self.0.disconnect(id),
+            Some(Command::Call(id, spec)) => self.0.find(id)?.call(&spec),
             None => {
                 pr_warn!("control: unknown command '{}'\n", text.trim());
                 Err(EINVAL)

@@ -19,7 +19,7 @@ mod selftest;
 mod stats;
 mod sys;
 
-use conn::{ConnectionsFile, ControlFile, ListenersFile, ParamsFile, State};
+use conn::{ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile};
 use stats::Counter;
 use sys::debugfs::Dir;
 
@@ -77,6 +77,14 @@ impl kernel::Module for RpcrdmaCm {
         dir.file(
             c_str!("listeners"),
             Arc::new(ListenersFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.file(
+            c_str!("xprt"),
+            Arc::new(XprtFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.file(
+            c_str!("rpcs"),
+            Arc::new(RpcsFile(state.clone()), GFP_KERNEL)?,
         )?;
         dir.rw_file(
             c_str!("control"),

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Global counters, shown in `/sys/kernel/debug/rpcrdma_cm/stats` as one
-//! `name value` pair per line (the format of `/proc/vmstat`).
+//! Counters. Module-wide ones are shown in `/sys/kernel/debug/rpcrdma_cm/stats`
+//! as one `name value` pair per line (the format of `/proc/vmstat`); the
+//! messaging counters ([`XprtCounter`]) exist per connection (the `xprt` file)
+//! and module-wide (summed, at the end of `stats`).
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -10,15 +12,17 @@ use crate::proto::pvt_data::Outcome;
 use crate::sys::debugfs::{SeqFile, Show};
 
 macro_rules! counters {
-    ($($variant:ident => $name:literal,)*) => {
-        /// One module-wide counter.
+    ($(#[$doc:meta])* $enum:ident, $names:ident, $($variant:ident => $name:literal,)*) => {
+        $(#[$doc])*
         #[derive(Clone, Copy)]
-        pub(crate) enum Counter { $($variant,)* }
-        const NAMES: &[&str] = &[$($name,)*];
+        pub(crate) enum $enum { $($variant,)* }
+        const $names: &[&str] = &[$($name,)*];
     };
 }
 
 counters! {
+    /// One module-wide counter.
+    Counter, NAMES,
     SelftestPassed => "selftest_passed",
     SelftestFailed => "selftest_failed",
     Connects => "connects",
@@ -51,17 +55,78 @@ counters! {
     ErrListen => "err_listen",
 }
 
+counters! {
+    /// One messaging counter, kept per connection and module-wide.
+    XprtCounter, XPRT_NAMES,
+    CallsSent => "calls_sent",
+    CallsInline => "calls_inline",
+    RepliesReceived => "replies_received",
+    RepliesInline => "replies_inline",
+    RepliesUnmatched => "replies_unmatched",
+    RpcTimeouts => "rpc_timeouts",
+    CallsNeedChunks => "calls_need_chunks",
+    CallsReceived => "calls_received",
+    RepliesSent => "replies_sent",
+    RepliesSentInline => "replies_sent_inline",
+    RepliesTooLarge => "replies_too_large",
+    RemoteInvalidations => "remote_invalidations",
+    RdmaErrorSent => "rdma_error_sent",
+    RdmaErrorReceived => "rdma_error_received",
+    HeaderErrors => "header_errors",
+    RpcErrors => "rpc_errors",
+    BytesSend => "bytes_send",
+    BytesRecv => "bytes_recv",
+    SendErrors => "send_errors",
+    RecvErrors => "recv_errors",
+    SendBusy => "send_busy",
+}
+
 const N: usize = NAMES.len();
+const XN: usize = XPRT_NAMES.len();
+
+/// Messaging counters of one connection.
+pub(crate) struct XprtStats {
+    x: [AtomicU64; XN],
+}
+
+impl Default for XprtStats {
+    fn default() -> Self {
+        XprtStats {
+            x: [const { AtomicU64::new(0) }; XN],
+        }
+    }
+}
+
+impl XprtStats {
+    /// Adds `n` to `c`.
+    pub(crate) fn add(&self, c: XprtCounter, n: u64) {
+        self.x[c as usize].fetch_add(n, Relaxed);
+    }
+
+    /// `name=value` pairs separated by spaces, zero values left out.
+    pub(crate) fn show_nonzero(&self, m: &mut SeqFile<'_>) -> fmt::Result {
+        for (name, v) in XPRT_NAMES.iter().zip(self.x.iter()) {
+            let v = v.load(Relaxed);
+            if v != 0 {
+                write!(m, " {}={}", name, v)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Module-wide counters.
 pub(crate) struct Stats {
     v: [AtomicU64; N],
+    /// The messaging counters of all connections, summed.
+    pub(crate) xprt: XprtStats,
 }
 
 impl Default for Stats {
     fn default() -> Self {
         Stats {
             v: [const { AtomicU64::new(0) }; N],
+            xprt: XprtStats::default(),
         }
     }
 }
@@ -97,6 +162,9 @@ impl Stats {
 impl Show for Stats {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
         for (name, v) in NAMES.iter().zip(self.v.iter()) {
+            writeln!(m, "{} {}", name, v.load(Relaxed))?;
+        }
+        for (name, v) in XPRT_NAMES.iter().zip(self.xprt.x.iter()) {
             writeln!(m, "{} {}", name, v.load(Relaxed))?;
         }
         Ok(())

@@ -98,6 +98,22 @@ server_for() {
 	grep " role=server .* peer=$local_ep " "$DBG/connections"
 }
 
+# rpc ID ARGS...: "call ID ARGS" through control; fails as the write does.
+rpc() {
+	local id=$1
+	shift
+	echo "call $id $*" >"$DBG/control"
+}
+
+last_rpc() { tail -n 1 "$DBG/rpcs"; }
+
+# xcount ID NAME: connection ID's messaging counter NAME (0 when not shown).
+xcount() {
+	local v
+	v=$(field "$(grep "^id=$1 " "$DBG/xprt")" "$2")
+	echo "${v:-0}"
+}
+
 # expect "LINE" KEY=VALUE...: every field has the value; prints mismatches.
 expect() {
 	local line=$1 kv k ok=0

@@ -27,7 +27,11 @@ ALL_TESTS="
 	rust_client_server_asymmetric_sizes
 	rust_client_rejected_without_listener
 	rust_client_to_linux_nfsd
+	rust_client_rpcs_to_linux_nfsd
+	rust_echo_inline_up_to_thresholds
+	rust_server_rpc_errors
 	linux_nfs_client_to_rust_server
+	linux_nfs_client_rpcs_to_rust_server
 	rping_client_to_rust_server
 	rust_client_to_rping_server
 	legacy_switch_with_linux_peers
@@ -208,8 +212,99 @@ rust_client_to_linux_nfsd() {
 	return $ok
 }
 
-# The C client (xprtrdma) mounting from our listener: we do not serve NFS yet, so
-# the mount fails; what is checked is the handshake, in both views.
+# NULL and an unknown program against nfsd: inline both ways, the replies
+# decoded, the counters of both kinds moved.
+rust_client_rpcs_to_linux_nfsd() {
+	local id ok=0
+	load_module || return 1
+	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
+	id=$(client_connect "$ADDR 20049") || return 1
+	wait_field "$id" state established || return 1
+	rpc "$id" null || { fail "NULL to nfsd failed: $(last_rpc)"; return 1; }
+	ktap_print_msg "$(last_rpc)"
+	expect "$(last_rpc)" prog=100003 vers=4 proc=0 call=inline reply=inline result=success reply_len=24 || ok=1
+	rpc "$id" rpc 100099 1 0 || { fail "call to program 100099 failed"; return 1; }
+	expect "$(last_rpc)" result=prog_unavail || ok=1
+	rpc "$id" rpc 100003 4 5 || { fail "call to NFSv4 proc 5 failed"; return 1; }
+	expect "$(last_rpc)" result=proc_unavail || ok=1
+	ktap_print_msg "$(grep "^id=$id " "$DBG/xprt")"
+	[ "$(xcount "$id" calls_sent)" = 3 ] && [ "$(xcount "$id" replies_received)" = 3 ] &&
+		[ "$(xcount "$id" replies_inline)" = 3 ] || { fail "counters"; ok=1; }
+	# nfsd granted credits; we started from 1.
+	[ "$(field "$(grep "^id=$id " "$DBG/xprt")" credits)" -gt 1 ] || { fail "no credit grant seen"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	# A call on a closed connection fails at once.
+	rpc "$id" null 2>/dev/null && { fail "call on a closed connection succeeded"; ok=1; }
+	return $ok
+}
+
+# echo_edge SEND RECV: our client and server, both advertising SEND/RECV on the
+# client side (server from parameters); echoes every size class up to the
+# largest inline call and reply, then one size past each threshold.
+echo_edge() {
+	local cs=$1 cr=$2 id sid c2s s2c callmax replymax n ok=0 before
+	id=$(client_connect "$ADDR $PORT send_size=$cs recv_size=$cr") || return 1
+	wait_field "$id" state established || return 1
+	c2s=$(field "$(conn_line "$id")" c2s)
+	s2c=$(field "$(conn_line "$id")" s2c)
+	sid=$(field "$(server_for "$id")" id)
+	# Call Send: 28 (transport header) + 40 (RPC call) + 4 + N. The reply must
+	# fit 28 + 24 + 8 (room for PROG_MISMATCH) + 4 + N.
+	callmax=$((c2s - 72))
+	replymax=$((s2c - 64))
+	n=$(min "$callmax" "$replymax")
+	for len in 0 1 3 4 5 100 1000 $((n - 1)) "$n"; do
+		[ "$len" -le "$n" ] || continue
+		rpc "$id" echo "$len" || { fail "echo $len: $(last_rpc)"; ok=1; continue; }
+		expect "$(last_rpc)" call=inline reply=inline result=success verified=1 || ok=1
+	done
+	before=$(xcount "$id" bytes_send)
+	if [ "$callmax" -le "$replymax" ]; then
+		# A call of exactly c2s octets is inline; four more need a Read chunk.
+		rpc "$id" echo "$callmax" || { fail "echo $callmax (exactly c2s)"; ok=1; }
+		[ $(($(xcount "$id" bytes_send) - before)) = "$c2s" ] || { fail "Send was not exactly c2s=$c2s octets"; ok=1; }
+		rpc "$id" echo $((callmax + 4)) 2>/dev/null && { fail "echo past c2s went inline"; ok=1; }
+		expect "$(last_rpc)" call=read_chunk || ok=1
+	else
+		rpc "$id" echo "$replymax" || { fail "echo $replymax (reply exactly s2c)"; ok=1; }
+		rpc "$id" echo $((replymax + 4)) 2>/dev/null && { fail "echo past s2c went inline"; ok=1; }
+		expect "$(last_rpc)" reply=write_list || ok=1
+	fi
+	[ "$(xcount "$id" calls_need_chunks)" = 1 ] || { fail "calls_need_chunks"; ok=1; }
+	ktap_print_msg "c2s=$c2s s2c=$s2c client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" replies_sent_inline)" = "$(xcount "$id" replies_inline)" ] || { fail "server replies != client replies"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	return $ok
+}
+
+rust_echo_inline_up_to_thresholds() {
+	load_module listen="$ADDR:$PORT" send_size=4096 recv_size=4096 || return 1
+	echo_edge 4096 4096 && echo_edge 16384 1024 && echo_edge 1024 16384 && {
+		setp send_size 16384 && setp recv_size 16384 && echo_edge 16384 16384
+	}
+}
+
+# The responder's answers to calls it cannot serve.
+rust_server_rpc_errors() {
+	local id ok=0
+	load_module listen="$ADDR:$PORT" || return 1
+	id=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id" state established || return 1
+	rpc "$id" rpc 100099 1 0 && expect "$(last_rpc)" result=prog_unavail || ok=1
+	rpc "$id" rpc 100003 4 1 && expect "$(last_rpc)" result=proc_unavail || ok=1
+	rpc "$id" rpc 100003 2 0 && expect "$(last_rpc)" result=prog_mismatch || ok=1
+	rpc "$id" rpc $((0x20008797)) 2 1 && expect "$(last_rpc)" result=prog_mismatch || ok=1
+	rpc "$id" rpc $((0x20008797)) 1 9 && expect "$(last_rpc)" result=proc_unavail || ok=1
+	rpc "$id" rpc $((0x20008797)) 1 0 && expect "$(last_rpc)" result=success || ok=1
+	rpc "$id" null && expect "$(last_rpc)" result=success || ok=1
+	echo "disconnect $id" >"$DBG/control"
+	return $ok
+}
+
+# The C client (xprtrdma) mounting from our listener: we serve only NULL of the
+# NFS program, so the mount fails; what is checked here is the handshake, in
+# both views (linux_nfs_client_rpcs_to_rust_server checks the RPCs).
 c_client_handshake() { # expected "neg send/recv=A/B" of the C client
 	local before sl i ok=0 trace=/sys/kernel/tracing
 	ensure_tracefs || return 1
@@ -221,8 +316,8 @@ c_client_handshake() { # expected "neg send/recv=A/B" of the C client
 		"$ADDR:/" /tmp/mnt >/dev/null 2>&1 &
 	local mounter=$!
 	for ((i = 0; i < 300; i++)); do
-		# The C client's first Send finds no Receive posted (we do not serve
-		# RPC yet), so its connection may already be closed: any state will do.
+		# The mount may already have failed and closed the connection: any
+		# state will do.
 		sl=$(awk -v b="$before" '{ v = $1; sub("id=", "", v) } v + 0 > b && / role=server .* outcome=/' "$DBG/connections" | head -1)
 		[ -n "$sl" ] && grep -q "neg send/recv=$1" $trace/trace && break
 		sleep 0.1
@@ -247,6 +342,35 @@ linux_nfs_client_to_rust_server() {
 	# min(4096, our 16384).
 	c_client_handshake 2048/4096 peer_pvt=f6ab0e1801010303 outcome=found peer_r=1 \
 		peer_send=4096 peer_recv=4096 c2s=2048 s2c=4096 reminv=1
+}
+
+# The C client's first RPCs to our server: its NULL ping gets SUCCESS (seen in
+# its xprtrdma_reply tracepoint and our counters); its COMPOUND gets
+# PROC_UNAVAIL, so the mount fails fast instead of hanging.
+linux_nfs_client_rpcs_to_rust_server() {
+	local before sid rc trace=/sys/kernel/tracing ok=0 t0
+	load_module listen="$ADDR:$PORT" || return 1
+	ensure_tracefs || return 1
+	echo 1 >$trace/events/rpcrdma/xprtrdma_reply/enable || return 1
+	echo >$trace/trace
+	before=$(max_conn_id)
+	mkdir -p /tmp/mnt
+	t0=$SECONDS
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$PORT,vers=4.0,soft,timeo=50,retrans=1 \
+		"$ADDR:/" /tmp/mnt >/tmp/mount.out 2>&1
+	rc=$?
+	echo 0 >$trace/events/rpcrdma/xprtrdma_reply/enable
+	ktap_print_msg "mount exit $rc after $((SECONDS - t0)) s: $(head -c 200 /tmp/mount.out)"
+	[ "$rc" != 0 ] && [ "$rc" != 137 ] || { fail "mount should fail (not hang, not succeed)"; ok=1; }
+	sid=$(awk -v b="$before" '{ v = $1; sub("id=", "", v) } v + 0 > b && / role=server / { print v; exit }' "$DBG/connections")
+	[ -n "$sid" ] || { fail "no server connection"; return 1; }
+	ktap_print_msg "ours: $(grep "^id=$sid " "$DBG/xprt")"
+	ktap_print_msg "C client: $(grep -c 'xprtrdma_reply:' $trace/trace) replies traced, first: $(grep -m1 -o 'xprtrdma_reply:.*' $trace/trace)"
+	[ "$(xcount "$sid" calls_received)" -ge 2 ] && [ "$(xcount "$sid" replies_sent_inline)" -ge 2 ] ||
+		{ fail "expected the NULL ping and a COMPOUND answered"; ok=1; }
+	[ "$(xcount "$sid" header_errors)" = 0 ] && [ "$(xcount "$sid" rdma_error_sent)" = 0 ] || { fail "errors"; ok=1; }
+	grep -q 'xprtrdma_reply:.*credits=32' $trace/trace || { fail "C client saw no reply granting 32 credits"; ok=1; }
+	return $ok
 }
 
 rping_client_to_rust_server() {

@@ -87,6 +87,27 @@ pub enum Command {
     Connect(SocketAddr, Advert),
     /// `disconnect ID`: close connection ID.
     Disconnect(u32),
+    /// `call ID ...`: issue one RPC on client connection ID and wait for it.
+    Call(u32, CallSpec),
+}
+
+/// What `call ID ...` sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallSpec {
+    /// `call ID null`: the NFS program's NULL procedure, version 4.
+    NfsNull,
+    /// `call ID echo LEN`: the echo program's ECHO with LEN octets (at most
+    /// [`crate::proto::rpc::echo::MAX_PAYLOAD`]).
+    Echo(u32),
+    /// `call ID rpc PROG VERS PROC`: any procedure, without arguments.
+    Rpc {
+        /// Program.
+        prog: u32,
+        /// Version.
+        vers: u32,
+        /// Procedure.
+        proc_: u32,
+    },
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -126,6 +147,23 @@ pub fn parse_command(s: &str) -> Option<Command> {
         "disconnect" => {
             let id = u32::from_str(w.next()?).ok()?;
             w.next().is_none().then_some(Command::Disconnect(id))
+        }
+        "call" => {
+            let id = u32::from_str(w.next()?).ok()?;
+            let spec = match w.next()? {
+                "null" => CallSpec::NfsNull,
+                "echo" => {
+                    let len = u32::from_str(w.next()?).ok()?;
+                    (len <= crate::proto::rpc::echo::MAX_PAYLOAD).then_some(CallSpec::Echo(len))?
+                }
+                "rpc" => CallSpec::Rpc {
+                    prog: u32::from_str(w.next()?).ok()?,
+                    vers: u32::from_str(w.next()?).ok()?,
+                    proc_: u32::from_str(w.next()?).ok()?,
+                },
+                _ => return None,
+            };
+            w.next().is_none().then_some(Command::Call(id, spec))
         }
         _ => None,
     }
@@ -178,6 +216,36 @@ mod tests {
         assert_eq!(parse_command("disconnect 1 2"), None);
         assert_eq!(parse_command(""), None);
         assert_eq!(parse_command("reboot"), None);
+    }
+
+    #[test]
+    fn call_commands() {
+        assert_eq!(
+            parse_command("call 3 null\n"),
+            Some(Command::Call(3, CallSpec::NfsNull))
+        );
+        assert_eq!(
+            parse_command("call 3 echo 1048576"),
+            Some(Command::Call(3, CallSpec::Echo(1 << 20)))
+        );
+        assert_eq!(
+            parse_command("call 1 rpc 100005 3 0"),
+            Some(Command::Call(
+                1,
+                CallSpec::Rpc {
+                    prog: 100_005,
+                    vers: 3,
+                    proc_: 0
+                }
+            ))
+        );
+        assert_eq!(parse_command("call 3 echo 1048577"), None);
+        assert_eq!(parse_command("call 3 echo"), None);
+        assert_eq!(parse_command("call 3 echo -1"), None);
+        assert_eq!(parse_command("call 3 null extra"), None);
+        assert_eq!(parse_command("call 3 rpc 1 2"), None);
+        assert_eq!(parse_command("call x null"), None);
+        assert_eq!(parse_command("call 3 dance"), None);
     }
 
     #[test]

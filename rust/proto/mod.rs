@@ -12,6 +12,7 @@ pub mod config;
 pub mod header;
 pub mod negotiate;
 pub mod pvt_data;
+pub mod rpc;
 pub mod ulb;
 pub mod vectors;
 pub mod xdr;

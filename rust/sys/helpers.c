@@ -366,63 +366,344 @@ void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
 	snprintf(dev, len, "%s", id->device ? dev_name(&id->device->dev) : "-");
 }
 
+/* Queue pair and its buffers ------------------------------------------------ */
+
 /*
- * A PD, one CQ for both directions (polled from a workqueue) and an RC QP of
- * @depth Sends and @depth Receives on @id's device.
+ * One connection's PD, CQ, RC QP and message buffers. Receive buffers (one per
+ * Receive WR, @recv_size octets each) are posted at creation and reposted after
+ * each completion; Send buffers (@send_size octets each) come from a free list.
+ * Rust never holds a buffer: it reads a received message and fills a Send
+ * buffer only during a call from this file, so every buffer is unmapped and
+ * freed with the QP.
+ *
+ * Posting takes @lock and fails once @closed is set; rpcrdma_cm_destroy_qp()
+ * sets @closed under the lock and then drains the QP, so every WR ever posted
+ * has completed (and its callback has returned) before anything is freed.
  */
-int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, struct ib_pd **pd_out,
-			 struct ib_cq **cq_out);
-int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, struct ib_pd **pd_out,
-			 struct ib_cq **cq_out)
-{
-	struct ib_qp_init_attr attr = {};
+struct rpcrdma_cm_qp;
+
+struct rpcrdma_cm_buf {
+	struct ib_cqe cqe;
+	struct rpcrdma_cm_qp *qp;
+	struct list_head free;
+	void *addr;
+	u64 dma;
+	u32 size;
+};
+
+struct rpcrdma_cm_qp {
+	struct rdma_cm_id *id;
 	struct ib_pd *pd;
 	struct ib_cq *cq;
+	void *owner;
+	spinlock_t lock;
+	bool closed;
+	struct list_head send_free;
+	u32 nrecv, nsend;
+	struct rpcrdma_cm_buf *recv;
+	struct rpcrdma_cm_buf *send;
+};
+
+/*
+ * What Rust learns of a completion, in a layout mirrored in rust/sys/rdma_cm.rs.
+ * @status is an enum ib_wc_status; @data/@len the received message (Receives
+ * that succeeded only), valid during the call.
+ */
+struct rpcrdma_cm_wc_info {
+	int status;
+	const u8 *data;
+	u32 len;
+	u32 invalidate_rkey;
+	bool with_invalidate;
+};
+
+/* Implemented in rust/sys/rdma_cm.rs; @owner is the id's Rust context. */
+void rpcrdma_cm_recv_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
+void rpcrdma_cm_send_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
+
+static int rpcrdma_cm_buf_init(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b,
+			       u32 size, enum dma_data_direction dir)
+{
+	struct ib_device *dev = qp->id->device;
+
+	b->qp = qp;
+	b->size = size;
+	b->addr = kmalloc(size, GFP_KERNEL);
+	if (!b->addr)
+		return -ENOMEM;
+	b->dma = ib_dma_map_single(dev, b->addr, size, dir);
+	if (ib_dma_mapping_error(dev, b->dma)) {
+		kfree(b->addr);
+		b->addr = NULL;
+		return -EIO;
+	}
+	return 0;
+}
+
+static void rpcrdma_cm_bufs_free(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *bufs,
+				 u32 n, enum dma_data_direction dir)
+{
+	u32 i;
+
+	if (!bufs)
+		return;
+	for (i = 0; i < n; i++) {
+		if (!bufs[i].addr)
+			continue;
+		ib_dma_unmap_single(qp->id->device, bufs[i].dma, bufs[i].size, dir);
+		kfree(bufs[i].addr);
+	}
+	kfree(bufs);
+}
+
+static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp);
+
+/* Posts one Receive; the caller holds qp->lock. */
+static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
+{
+	struct ib_sge sge = {
+		.addr = b->dma,
+		.length = b->size,
+		.lkey = b->qp->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &b->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	if (b->qp->closed)
+		return -ENOTCONN;
+	b->cqe.done = rpcrdma_cm_recv_done;
+	ib_dma_sync_single_for_device(b->qp->id->device, b->dma, b->size,
+				      DMA_FROM_DEVICE);
+	return ib_post_recv(b->qp->id->qp, &wr, NULL);
+}
+
+static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
+	struct rpcrdma_cm_qp *qp = b->qp;
+	struct rpcrdma_cm_wc_info info = { .status = wc->status };
+	unsigned long flags;
+
+	if (wc->status == IB_WC_SUCCESS) {
+		ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
+					   DMA_FROM_DEVICE);
+		info.data = b->addr;
+		info.len = min(wc->byte_len, b->size);
+		info.with_invalidate = wc->wc_flags & IB_WC_WITH_INVALIDATE;
+		if (info.with_invalidate)
+			info.invalidate_rkey = wc->ex.invalidate_rkey;
+	}
+	rpcrdma_cm_recv_rs(qp->owner, &info);
+	if (wc->status != IB_WC_SUCCESS)
+		return;
+	spin_lock_irqsave(&qp->lock, flags);
+	rpcrdma_cm_post_recv_locked(b);
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
+static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
+	struct rpcrdma_cm_qp *qp = b->qp;
+	struct rpcrdma_cm_wc_info info = { .status = wc->status };
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	list_add(&b->free, &qp->send_free);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	rpcrdma_cm_send_rs(qp->owner, &info);
+}
+
+/*
+ * A PD, one CQ for both directions (polled from a workqueue), an RC QP of
+ * @depth Sends and @depth Receives on @id's device (plus one each for the
+ * drain), @depth Send buffers of @send_size octets, and @depth Receive buffers
+ * of @recv_size octets, all posted. Completions go to @owner.
+ */
+int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
+			 u32 recv_size, void *owner, struct rpcrdma_cm_qp **out);
+int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
+			 u32 recv_size, void *owner, struct rpcrdma_cm_qp **out)
+{
+	struct ib_qp_init_attr attr = {};
+	struct rpcrdma_cm_qp *qp;
+	unsigned long flags;
 	int ret;
+	u32 i;
 
 	if (!id->device)
 		return -ENODEV;
-	pd = ib_alloc_pd(id->device, 0);
-	if (IS_ERR(pd))
-		return PTR_ERR(pd);
-	cq = ib_alloc_cq_any(id->device, NULL, 2 * depth, IB_POLL_WORKQUEUE);
-	if (IS_ERR(cq)) {
-		ret = PTR_ERR(cq);
-		goto out_pd;
+	if (!depth || !send_size || !recv_size)
+		return -EINVAL;
+	qp = kzalloc(sizeof(*qp), GFP_KERNEL);
+	if (!qp)
+		return -ENOMEM;
+	qp->id = id;
+	qp->owner = owner;
+	spin_lock_init(&qp->lock);
+	INIT_LIST_HEAD(&qp->send_free);
+	qp->pd = ib_alloc_pd(id->device, 0);
+	if (IS_ERR(qp->pd)) {
+		ret = PTR_ERR(qp->pd);
+		qp->pd = NULL;
+		goto out;
 	}
-	attr.send_cq = cq;
-	attr.recv_cq = cq;
-	attr.cap.max_send_wr = depth;
-	attr.cap.max_recv_wr = depth;
+	qp->cq = ib_alloc_cq_any(id->device, NULL, 2 * (depth + 1), IB_POLL_WORKQUEUE);
+	if (IS_ERR(qp->cq)) {
+		ret = PTR_ERR(qp->cq);
+		qp->cq = NULL;
+		goto out;
+	}
+	attr.send_cq = qp->cq;
+	attr.recv_cq = qp->cq;
+	attr.cap.max_send_wr = depth + 1;
+	attr.cap.max_recv_wr = depth + 1;
 	attr.cap.max_send_sge = 1;
 	attr.cap.max_recv_sge = 1;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
-	ret = rdma_create_qp(id, pd, &attr);
+	ret = rdma_create_qp(id, qp->pd, &attr);
 	if (ret)
-		goto out_cq;
-	*pd_out = pd;
-	*cq_out = cq;
+		goto out;
+
+	ret = -ENOMEM;
+	qp->send = kcalloc(depth, sizeof(*qp->send), GFP_KERNEL);
+	qp->recv = kcalloc(depth, sizeof(*qp->recv), GFP_KERNEL);
+	if (!qp->send || !qp->recv)
+		goto out;
+	qp->nsend = depth;
+	qp->nrecv = depth;
+	for (i = 0; i < depth; i++) {
+		ret = rpcrdma_cm_buf_init(qp, &qp->send[i], send_size, DMA_TO_DEVICE);
+		if (ret)
+			goto out;
+		qp->send[i].cqe.done = rpcrdma_cm_send_done;
+		list_add_tail(&qp->send[i].free, &qp->send_free);
+		ret = rpcrdma_cm_buf_init(qp, &qp->recv[i], recv_size, DMA_FROM_DEVICE);
+		if (ret)
+			goto out;
+	}
+	/* Receives first: a peer may send as soon as the connection is up. */
+	spin_lock_irqsave(&qp->lock, flags);
+	for (i = 0; i < depth && !ret; i++)
+		ret = rpcrdma_cm_post_recv_locked(&qp->recv[i]);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (ret)
+		goto out;
+	*out = qp;
 	return 0;
 
-out_cq:
-	ib_free_cq(cq);
-out_pd:
-	ib_dealloc_pd(pd);
+out:
+	rpcrdma_cm_destroy_qp(qp);
 	return ret;
 }
 
-void rpcrdma_cm_destroy_qp(struct rdma_cm_id *id, struct ib_pd *pd,
-			   struct ib_cq *cq);
-void rpcrdma_cm_destroy_qp(struct rdma_cm_id *id, struct ib_pd *pd,
-			   struct ib_cq *cq)
+/*
+ * Stops posting, flushes every posted WR (their callbacks run and return before
+ * ib_drain_qp() does), then frees the QP, buffers, CQ and PD. Must not be
+ * called from a completion callback of this QP (the drain would wait for it).
+ */
+void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 {
-	if (id->qp)
-		rdma_destroy_qp(id);
-	if (cq)
-		ib_free_cq(cq);
-	if (pd)
-		ib_dealloc_pd(pd);
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->closed = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (qp->id->qp) {
+		ib_drain_qp(qp->id->qp);
+		rdma_destroy_qp(qp->id);
+	}
+	rpcrdma_cm_bufs_free(qp, qp->send, qp->nsend, DMA_TO_DEVICE);
+	rpcrdma_cm_bufs_free(qp, qp->recv, qp->nrecv, DMA_FROM_DEVICE);
+	if (qp->cq)
+		ib_free_cq(qp->cq);
+	if (qp->pd)
+		ib_dealloc_pd(qp->pd);
+	kfree(qp);
+}
+
+/*
+ * Takes a free Send buffer: its address and size in *@addr and *@size. Returns
+ * NULL if none is free or the QP is closed. The caller fills it and passes it
+ * to rpcrdma_cm_send_post() or rpcrdma_cm_send_abort().
+ */
+struct rpcrdma_cm_buf *rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, u8 **addr,
+					   u32 *size);
+struct rpcrdma_cm_buf *rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, u8 **addr,
+					   u32 *size)
+{
+	struct rpcrdma_cm_buf *b = NULL;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (!qp->closed && !list_empty(&qp->send_free)) {
+		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, free);
+		list_del(&b->free);
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (b) {
+		*addr = b->addr;
+		*size = b->size;
+	}
+	return b;
+}
+
+void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b);
+void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&b->qp->lock, flags);
+	list_add(&b->free, &b->qp->send_free);
+	spin_unlock_irqrestore(&b->qp->lock, flags);
+}
+
+/*
+ * Posts the first @len octets of @b as a signaled Send, or as Send With
+ * Invalidate of @inv_rkey if @invalidate. On error the buffer is back on the
+ * free list.
+ */
+int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
+			 u32 inv_rkey);
+int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
+			 u32 inv_rkey)
+{
+	struct rpcrdma_cm_qp *qp = b->qp;
+	struct ib_sge sge = {
+		.addr = b->dma,
+		.length = len,
+		.lkey = qp->pd->local_dma_lkey,
+	};
+	struct ib_send_wr wr = {
+		.wr_cqe = &b->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = invalidate ? IB_WR_SEND_WITH_INV : IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	unsigned long flags;
+	int ret;
+
+	if (len > b->size) {
+		ret = -EMSGSIZE;
+		goto fail;
+	}
+	if (invalidate)
+		wr.ex.invalidate_rkey = inv_rkey;
+	ib_dma_sync_single_for_device(qp->id->device, b->dma, len, DMA_TO_DEVICE);
+	spin_lock_irqsave(&qp->lock, flags);
+	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, &wr, NULL);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!ret)
+		return 0;
+fail:
+	rpcrdma_cm_send_abort(b);
+	return ret;
 }
 
 /* Called from the ROUTE_RESOLVED handler (the handler lock is held). */

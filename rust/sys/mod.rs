@@ -8,5 +8,6 @@
 //! same module) provides plain functions that are declared here.
 
 pub(crate) mod debugfs;
+pub(crate) mod errno;
 pub(crate) mod param;
 pub(crate) mod rdma_cm;

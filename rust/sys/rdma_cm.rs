@@ -28,20 +28,32 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::task::Task;
 
+use super::errno::{emsgsize, enotconn};
+
 /// C `struct rdma_cm_id`, opaque.
 #[repr(C)]
 pub(crate) struct rdma_cm_id {
     _p: [u8; 0],
 }
-/// C `struct ib_pd`, opaque.
+/// C `struct rpcrdma_cm_qp` (helpers.c): PD, CQ, QP and buffers, opaque.
 #[repr(C)]
-pub(crate) struct ib_pd {
+pub(crate) struct rpcrdma_cm_qp {
     _p: [u8; 0],
 }
-/// C `struct ib_cq`, opaque.
+/// C `struct rpcrdma_cm_buf` (helpers.c): one Send buffer, opaque.
 #[repr(C)]
-pub(crate) struct ib_cq {
+pub(crate) struct rpcrdma_cm_buf {
     _p: [u8; 0],
+}
+
+/// Mirrors `struct rpcrdma_cm_wc_info` in helpers.c.
+#[repr(C)]
+pub(crate) struct rpcrdma_cm_wc_info {
+    status: c_int,
+    data: *const u8,
+    len: u32,
+    invalidate_rkey: u32,
+    with_invalidate: bool,
 }
 
 /// Mirrors `struct rpcrdma_cm_event_info` in helpers.c.
@@ -85,10 +97,24 @@ extern "C" {
     fn rpcrdma_cm_create_qp(
         id: *mut rdma_cm_id,
         depth: u32,
-        pd: *mut *mut ib_pd,
-        cq: *mut *mut ib_cq,
+        send_size: u32,
+        recv_size: u32,
+        owner: *mut c_void,
+        out: *mut *mut rpcrdma_cm_qp,
     ) -> c_int;
-    fn rpcrdma_cm_destroy_qp(id: *mut rdma_cm_id, pd: *mut ib_pd, cq: *mut ib_cq);
+    fn rpcrdma_cm_destroy_qp(qp: *mut rpcrdma_cm_qp);
+    fn rpcrdma_cm_send_get(
+        qp: *mut rpcrdma_cm_qp,
+        addr: *mut *mut u8,
+        size: *mut u32,
+    ) -> *mut rpcrdma_cm_buf;
+    fn rpcrdma_cm_send_abort(b: *mut rpcrdma_cm_buf);
+    fn rpcrdma_cm_send_post(
+        b: *mut rpcrdma_cm_buf,
+        len: u32,
+        invalidate: bool,
+        inv_rkey: u32,
+    ) -> c_int;
     fn rpcrdma_cm_connect_locked(id: *mut rdma_cm_id, pdata: *const u8, len: u8) -> c_int;
     fn rpcrdma_cm_accept(id: *mut rdma_cm_id, pdata: *const u8, len: u8, ord: u8) -> c_int;
     fn rpcrdma_cm_reject(id: *mut rdma_cm_id) -> c_int;
@@ -151,8 +177,25 @@ pub(crate) struct Event<'a> {
     pub(crate) initiator_depth: u8,
 }
 
-/// Receives the events of the ids it is attached to. Called with the id's CM
-/// handler lock held, in process context (it may sleep).
+/// A work completion: `status` is C's `enum ib_wc_status` (0 success, 5 flushed).
+pub(crate) struct Completion<'a> {
+    /// `wc->status`.
+    pub(crate) status: i32,
+    /// The received message (successful Receives only), valid for the call.
+    pub(crate) data: &'a [u8],
+    /// The rkey the peer invalidated with Send With Invalidate, if it did.
+    pub(crate) invalidated: Option<u32>,
+}
+
+/// `IB_WC_WR_FLUSH_ERR`: the WR was flushed because the QP went to error.
+pub(crate) const WC_FLUSHED: i32 = 5;
+
+/// Receives the events of the ids it is attached to. CM events come with the
+/// id's CM handler lock held, in process context (it may sleep). Completions
+/// come from the CQ's workqueue, one at a time per QP.
+///
+/// A completion handler must not drop the [`CmId`] of its QP (that would wait
+/// for the completion handler itself); it may disconnect it.
 pub(crate) trait CmHandler: Send + Sync {
     /// An event on an id this handler owns.
     fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>);
@@ -160,14 +203,20 @@ pub(crate) trait CmHandler: Send + Sync {
     /// A CONNECT_REQUEST on a listener this handler owns. Not accepting (not calling
     /// [`ConnectRequest::accept`]) rejects the request.
     fn connect_request(&self, _req: &mut ConnectRequest<'_>, _ev: &Event<'_>) {}
+
+    /// A Receive completed (successfully, or flushed or failed: see `wc.status`).
+    /// The buffer is reposted after this returns.
+    fn recv(&self, _id: &CmIdRef<'_>, _wc: &Completion<'_>) {}
+
+    /// A Send completed; its buffer is free again.
+    fn send_done(&self, _id: &CmIdRef<'_>, _wc: &Completion<'_>) {}
 }
 
 /// Per-id context; the C `id->context` points at it.
 struct Ctx {
     handler: Arc<dyn CmHandler>,
     id: AtomicPtr<rdma_cm_id>,
-    pd: AtomicPtr<ib_pd>,
-    cq: AtomicPtr<ib_cq>,
+    qp: AtomicPtr<rpcrdma_cm_qp>,
     /// The task running this id's handler, 0 when none.
     in_handler: AtomicUsize,
     /// Set once the owner destroys the id: events are ignored from then on.
@@ -188,8 +237,7 @@ impl Ctx {
             Ctx {
                 handler,
                 id: AtomicPtr::new(ptr::null_mut()),
-                pd: AtomicPtr::new(ptr::null_mut()),
-                cq: AtomicPtr::new(ptr::null_mut()),
+                qp: AtomicPtr::new(ptr::null_mut()),
                 in_handler: AtomicUsize::new(0),
                 dead: AtomicBool::new(false),
                 destroy_from_handler: AtomicBool::new(false),
@@ -199,17 +247,16 @@ impl Ctx {
         Ok(KBox::into_raw(ctx))
     }
 
-    /// Frees the QP, CQ and PD if there are any. Callers hold the handler lock
-    /// (or are the handler), so this never races with `create_qp`.
+    /// Drains and frees the QP with its buffers, CQ and PD, if there is one.
+    /// Callers hold the handler lock (or are the handler), so this never races
+    /// with `create_qp`; they are not completion handlers (see [`CmHandler`]).
     fn destroy_qp(&self) {
-        let id = self.id.load(Ordering::Relaxed);
-        let pd = self.pd.swap(ptr::null_mut(), Ordering::Relaxed);
-        let cq = self.cq.swap(ptr::null_mut(), Ordering::Relaxed);
-        if !pd.is_null() || !cq.is_null() {
-            // SAFETY: `id` is our live id; `pd` and `cq` came from
-            // rpcrdma_cm_create_qp() on it and were swapped out, so they are
-            // freed exactly once.
-            unsafe { rpcrdma_cm_destroy_qp(id, pd, cq) };
+        let qp = self.qp.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !qp.is_null() {
+            // SAFETY: `qp` came from rpcrdma_cm_create_qp() on our live id and was
+            // swapped out, so it is freed exactly once. After the drain no
+            // completion refers to it (helpers.c).
+            unsafe { rpcrdma_cm_destroy_qp(qp) };
         }
     }
 }
@@ -404,17 +451,61 @@ impl CmIdRef<'_> {
     }
 
     /// Creates a PD, CQ and RC QP of `depth` work requests each way on the id's
-    /// device. Call from this id's handler (ROUTE_RESOLVED) or before accepting.
-    pub(crate) fn create_qp(&self, depth: u32) -> Result {
-        if !self.ctx.pd.load(Ordering::Relaxed).is_null() {
+    /// device, `depth` Send buffers of `send_size` octets and `depth` Receive
+    /// buffers of `recv_size` octets, the Receives posted. Completions go to this
+    /// id's handler. Call from this id's handler (ROUTE_RESOLVED) or before
+    /// accepting.
+    pub(crate) fn create_qp(&self, depth: u32, send_size: u32, recv_size: u32) -> Result {
+        if !self.ctx.qp.load(Ordering::Relaxed).is_null() {
             return Err(EEXIST);
         }
-        let (mut pd, mut cq) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: a live id; `pd` and `cq` are valid out pointers.
-        to_result(unsafe { rpcrdma_cm_create_qp(self.raw(), depth, &mut pd, &mut cq) })?;
-        self.ctx.pd.store(pd, Ordering::Relaxed);
-        self.ctx.cq.store(cq, Ordering::Relaxed);
+        let mut qp = ptr::null_mut();
+        let owner = ptr::from_ref(self.ctx).cast_mut().cast::<c_void>();
+        // SAFETY: a live id; `owner` is this id's context, which outlives the QP
+        // (destroy_qp runs before the context is freed); `qp` is an out pointer.
+        to_result(unsafe {
+            rpcrdma_cm_create_qp(self.raw(), depth, send_size, recv_size, owner, &mut qp)
+        })?;
+        self.ctx.qp.store(qp, Ordering::Release);
         Ok(())
+    }
+
+    /// Sends one message: `fill` writes it into a free Send buffer and returns
+    /// its length; with `invalidate`, the Send invalidates that rkey at the peer
+    /// (Send With Invalidate). Fails with `EBUSY` if no buffer is free,
+    /// `ENOTCONN` without a QP, `EMSGSIZE` if `fill` returns more than the buffer.
+    pub(crate) fn send(
+        &self,
+        invalidate: Option<u32>,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result {
+        let qp = self.ctx.qp.load(Ordering::Acquire);
+        if qp.is_null() {
+            return Err(enotconn());
+        }
+        let (mut addr, mut size) = (ptr::null_mut(), 0u32);
+        // SAFETY: `qp` is live: it is freed only by destroy_qp, which callers of
+        // this borrow (owner, CM handler, completion handler) cannot race with
+        // (see `CmHandler` and the drain in helpers.c).
+        let b = unsafe { rpcrdma_cm_send_get(qp, &mut addr, &mut size) };
+        if b.is_null() {
+            return Err(EBUSY);
+        }
+        // SAFETY: the buffer is ours until posted or aborted: `size` octets at
+        // `addr`, not referenced by any WR (it came off the free list).
+        let buf = unsafe { core::slice::from_raw_parts_mut(addr, size as usize) };
+        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| emsgsize())) {
+            Ok(n) => n,
+            Err(e) => {
+                // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted.
+                unsafe { rpcrdma_cm_send_abort(b) };
+                return Err(e);
+            }
+        };
+        let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
+        // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted; `buf` is
+        // not used after this point. C checks `len` against the buffer size.
+        to_result(unsafe { rpcrdma_cm_send_post(b, len, inv, rkey) })
     }
 
     /// Sends the connect request with `pdata` (at most 255 octets; empty sends
@@ -442,14 +533,15 @@ pub(crate) struct ConnectRequest<'a> {
 }
 
 impl ConnectRequest<'_> {
-    /// Accepts the request: the new id gets its own context with `handler`, a QP of
-    /// `depth`, and `rdma_accept()` with `pdata` and `ord` RDMA Reads in flight.
-    /// On error the request is rejected and the new id destroyed.
+    /// Accepts the request: the new id gets its own context with `handler`, a QP
+    /// and buffers as [`CmIdRef::create_qp`] makes them, and `rdma_accept()` with
+    /// `pdata` and `ord` RDMA Reads in flight. On error the request is rejected
+    /// and the new id destroyed.
     pub(crate) fn accept(
         &mut self,
         handler: Arc<dyn CmHandler>,
         pdata: &[u8],
-        depth: u32,
+        (depth, send_size, recv_size): (u32, u32, u32),
         ord: u8,
     ) -> Result<CmId> {
         if self.adopted.is_some() {
@@ -468,7 +560,7 @@ impl ConnectRequest<'_> {
         unsafe { rpcrdma_cm_set_context(self.id, ctx.cast()) };
         self.adopted = Some(ctx);
         let id = CmId { ctx };
-        id.as_ref().create_qp(depth)?;
+        id.as_ref().create_qp(depth, send_size, recv_size)?;
         // SAFETY: the handler lock of the new id is held (we are its
         // CONNECT_REQUEST handler); `pdata` is valid for `len` octets.
         to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) })?;
@@ -479,6 +571,39 @@ impl ConnectRequest<'_> {
     pub(crate) fn names(&self) -> Names {
         Names::of(self.id)
     }
+}
+
+fn completion<'a>(wc: &'a rpcrdma_cm_wc_info) -> Completion<'a> {
+    let data = if wc.data.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: helpers.c passes the received message, `len` octets, valid
+        // until the callback returns (the buffer is reposted after it).
+        unsafe { core::slice::from_raw_parts(wc.data, wc.len as usize) }
+    };
+    Completion {
+        status: wc.status,
+        data,
+        invalidated: wc.with_invalidate.then_some(wc.invalidate_rkey),
+    }
+}
+
+/// Called by helpers.c for each Receive completion of a QP made by `create_qp`.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_recv_rs(owner: *mut c_void, wc: *const rpcrdma_cm_wc_info) {
+    // SAFETY: `owner` is the `Ctx` passed to rpcrdma_cm_create_qp, alive until
+    // the QP is drained and freed (after this callback returns); `wc` points to
+    // a live completion for this call.
+    let (ctx, wc) = unsafe { (&*owner.cast::<Ctx>(), &*wc) };
+    ctx.handler.recv(&CmIdRef { ctx }, &completion(wc));
+}
+
+/// Called by helpers.c for each Send completion of a QP made by `create_qp`.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_send_rs(owner: *mut c_void, wc: *const rpcrdma_cm_wc_info) {
+    // SAFETY: as in rpcrdma_cm_recv_rs.
+    let (ctx, wc) = unsafe { (&*owner.cast::<Ctx>(), &*wc) };
+    ctx.handler.send_done(&CmIdRef { ctx }, &completion(wc));
 }
 
 /// Called by helpers.c for every CM event; non-zero makes the CM destroy `id`.
