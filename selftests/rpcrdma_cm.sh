@@ -30,6 +30,8 @@ ALL_TESTS="
 	rust_client_rpcs_to_linux_nfsd
 	rust_echo_inline_up_to_thresholds
 	rust_server_rpc_errors
+	rust_echo_every_chunk_type
+	rust_remote_invalidation_with_chunks
 	linux_nfs_client_to_rust_server
 	linux_nfs_client_rpcs_to_rust_server
 	rping_client_to_rust_server
@@ -240,7 +242,8 @@ rust_client_rpcs_to_linux_nfsd() {
 
 # echo_edge SEND RECV: our client and server, both advertising SEND/RECV on the
 # client side (server from parameters); echoes every size class up to the
-# largest inline call and reply, then one size past each threshold.
+# largest inline call and reply, then one size past each threshold (which
+# then takes a chunk).
 echo_edge() {
 	local cs=$1 cr=$2 id sid c2s s2c callmax replymax n ok=0 before
 	id=$(client_connect "$ADDR $PORT send_size=$cs recv_size=$cr") || return 1
@@ -260,20 +263,22 @@ echo_edge() {
 	done
 	before=$(xcount "$id" bytes_send)
 	if [ "$callmax" -le "$replymax" ]; then
-		# A call of exactly c2s octets is inline; four more need a Read chunk.
+		# A call of exactly c2s octets is inline; four more take a Read chunk.
 		rpc "$id" echo "$callmax" || { fail "echo $callmax (exactly c2s)"; ok=1; }
 		[ $(($(xcount "$id" bytes_send) - before)) = "$c2s" ] || { fail "Send was not exactly c2s=$c2s octets"; ok=1; }
-		rpc "$id" echo $((callmax + 4)) 2>/dev/null && { fail "echo past c2s went inline"; ok=1; }
-		expect "$(last_rpc)" call=read_chunk || ok=1
+		rpc "$id" echo $((callmax + 4)) || { fail "echo past c2s: $(last_rpc)"; ok=1; }
+		expect "$(last_rpc)" call=read_chunk result=success verified=1 || ok=1
 	else
+		# A reply of exactly s2c octets is inline; four more take a Write chunk.
 		rpc "$id" echo "$replymax" || { fail "echo $replymax (reply exactly s2c)"; ok=1; }
-		rpc "$id" echo $((replymax + 4)) 2>/dev/null && { fail "echo past s2c went inline"; ok=1; }
-		expect "$(last_rpc)" reply=write_list || ok=1
+		expect "$(last_rpc)" reply=inline || ok=1
+		rpc "$id" echo $((replymax + 4)) || { fail "echo past s2c: $(last_rpc)"; ok=1; }
+		expect "$(last_rpc)" reply=write_list result=success verified=1 || ok=1
 	fi
-	[ "$(xcount "$id" calls_need_chunks)" = 1 ] || { fail "calls_need_chunks"; ok=1; }
 	ktap_print_msg "c2s=$c2s s2c=$s2c client: $(grep "^id=$id " "$DBG/xprt")"
 	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
-	[ "$(xcount "$sid" replies_sent_inline)" = "$(xcount "$id" replies_inline)" ] || { fail "server replies != client replies"; ok=1; }
+	[ "$(xcount "$sid" replies_sent_inline)" = "$(xcount "$id" replies_inline)" ] &&
+		[ "$(xcount "$sid" replies_sent)" = "$(xcount "$id" replies_received)" ] || { fail "server replies != client replies"; ok=1; }
 	echo "disconnect $id" >"$DBG/control"
 	return $ok
 }
@@ -283,6 +288,93 @@ rust_echo_inline_up_to_thresholds() {
 	echo_edge 4096 4096 && echo_edge 16384 1024 && echo_edge 1024 16384 && {
 		setp send_size 16384 && setp recv_size 16384 && echo_edge 16384 16384
 	}
+}
+
+# mrs: kernel MRs on rxe0 now (rdma resource summary).
+mrs() {
+	rdma resource show | sed -n 's/.* mr \([0-9]*\).*/\1/p' | head -1
+}
+
+# echo_case ID LEN DDP CALL REPLY: one verified echo that took the given path.
+echo_case() {
+	rpc "$1" echo "$2" ddp="$3" || { fail "echo $2 ddp=$3: $(last_rpc)"; return 1; }
+	expect "$(last_rpc)" call="$4" reply="$5" result=success verified=1 ||
+		{ ktap_print_msg "case: echo $2 ddp=$3"; return 1; }
+}
+
+# Every chunk type in both directions between our client and our server, up
+# to 1 MiB, data checked byte for byte by the requester; no MR left over.
+rust_echo_every_chunk_type() {
+	local id sid ok=0 base
+	load_module listen="$ADDR:$PORT" || return 1
+	base=$(mrs)
+	[[ $base =~ ^[0-9]+$ ]] || { fail "cannot count MRs: $(rdma resource show)"; return 1; }
+	id=$(client_connect "$ADDR $PORT send_size=4096 recv_size=4096") || return 1
+	wait_field "$id" state established || return 1
+	sid=$(field "$(server_for "$id")" id)
+	# c2s = s2c = 4096.
+	echo_case "$id" 4028 1 read_chunk inline || ok=1
+	echo_case "$id" 4100 1 read_chunk write_list || ok=1
+	echo_case "$id" 65536 1 read_chunk write_list || ok=1
+	echo_case "$id" 1048576 1 read_chunk write_list || ok=1
+	echo_case "$id" 4032 0 long inline || ok=1
+	echo_case "$id" 65536 0 long reply_chunk || ok=1
+	echo_case "$id" 1048576 0 long reply_chunk || ok=1
+	echo_case "$id" 77777 0 long reply_chunk || ok=1
+	echo_case "$id" 77777 1 read_chunk write_list || ok=1
+	echo "disconnect $id" >"$DBG/control"
+	# A large c2s and a small s2c: inline calls with Reply chunks.
+	id=$(client_connect "$ADDR $PORT send_size=16384 recv_size=1024") || return 1
+	setp send_size 4096
+	wait_field "$id" state established || return 1
+	expect "$(conn_line "$id")" c2s=4096 s2c=1024 || ok=1
+	echo_case "$id" 3000 0 inline reply_chunk || ok=1
+	echo_case "$id" 3000 1 inline write_list || ok=1
+	echo_case "$id" 960 1 inline inline || ok=1
+	ktap_print_msg "client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$(field "$(server_for "$id")" id) " "$DBG/xprt")"
+	echo "disconnect $id" >"$DBG/control"
+	ktap_print_msg "first server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" bytes_rdma_read)" -gt 2000000 ] && [ "$(xcount "$sid" bytes_rdma_write)" -gt 2000000 ] ||
+		{ fail "server RDMA byte counters too small"; ok=1; }
+	[ "$(xcount "$sid" chunk_errors)" = 0 ] || { fail "chunk errors"; ok=1; }
+	sleep 1
+	ktap_print_msg "MRs on rxe0: $base before, $(mrs) after"
+	[ "$(mrs)" = "$base" ] || { fail "MRs left registered"; ok=1; }
+	return $ok
+}
+
+# Send With Invalidate only when both ends set R; our requester skips the
+# LOCAL_INV of exactly that MR and invalidates the others itself.
+rust_remote_invalidation_with_chunks() {
+	local sR cR id sid ok=0 swi ri li
+	load_module listen="$ADDR:$PORT" || return 1
+	for sR in 0 1; do
+		for cR in 0 1; do
+			setp remote_invalidate "$sR"
+			id=$(client_connect "$ADDR $PORT remote_invalidate=$cR") || return 1
+			wait_field "$id" state established || return 1
+			sid=$(field "$(server_for "$id")" id)
+			# Read chunk + Write chunk: two MRs per call, one invalidated by
+			# the server when both set R.
+			echo_case "$id" 65536 1 read_chunk write_list || ok=1
+			echo_case "$id" 100000 1 read_chunk write_list || ok=1
+			# An inline call with a Reply chunk: one MR.
+			echo_case "$id" 8000 0 long reply_chunk || ok=1
+			swi=$(xcount "$sid" send_with_invalidate)
+			ri=$(xcount "$id" remote_invalidations)
+			li=$(xcount "$id" local_invalidations)
+			ktap_print_msg "server R=$sR client R=$cR: send_with_invalidate=$swi remote_invalidations=$ri local_invalidations=$li unmatched=$(xcount "$id" remote_invalidations_unmatched)"
+			if [ $((sR && cR)) = 1 ]; then
+				[ "$swi" = 3 ] && [ "$ri" = 3 ] && [ "$li" = 3 ] || { fail "expected 3 SWI, 3 remote, 3 local"; ok=1; }
+			else
+				[ "$swi" = 0 ] && [ "$ri" = 0 ] && [ "$li" = 6 ] || { fail "expected 0 SWI, 0 remote, 6 local"; ok=1; }
+			fi
+			[ "$(xcount "$id" remote_invalidations_unmatched)" = 0 ] || ok=1
+			echo "disconnect $id" >"$DBG/control"
+		done
+	done
+	return $ok
 }
 
 # The responder's answers to calls it cannot serve.

@@ -96,9 +96,15 @@ pub enum Command {
 pub enum CallSpec {
     /// `call ID null`: the NFS program's NULL procedure, version 4.
     NfsNull,
-    /// `call ID echo LEN`: the echo program's ECHO with LEN octets (at most
+    /// `call ID echo LEN [ddp=0|1]`: the echo program's ECHO (or with `ddp=0`,
+    /// ECHO_NODDP) with LEN octets (at most
     /// [`crate::proto::rpc::echo::MAX_PAYLOAD`]).
-    Echo(u32),
+    Echo {
+        /// Payload octets.
+        len: u32,
+        /// Whether the payload is DDP-eligible (ECHO) or not (ECHO_NODDP).
+        ddp: bool,
+    },
     /// `call ID rpc PROG VERS PROC`: any procedure, without arguments.
     Rpc {
         /// Program.
@@ -154,7 +160,12 @@ pub fn parse_command(s: &str) -> Option<Command> {
                 "null" => CallSpec::NfsNull,
                 "echo" => {
                     let len = u32::from_str(w.next()?).ok()?;
-                    (len <= crate::proto::rpc::echo::MAX_PAYLOAD).then_some(CallSpec::Echo(len))?
+                    let ddp = match w.next() {
+                        None => true,
+                        Some(opt) => parse_bool(opt.strip_prefix("ddp=")?)?,
+                    };
+                    (len <= crate::proto::rpc::echo::MAX_PAYLOAD)
+                        .then_some(CallSpec::Echo { len, ddp })?
                 }
                 "rpc" => CallSpec::Rpc {
                     prog: u32::from_str(w.next()?).ok()?,
@@ -226,8 +237,21 @@ mod tests {
         );
         assert_eq!(
             parse_command("call 3 echo 1048576"),
-            Some(Command::Call(3, CallSpec::Echo(1 << 20)))
+            Some(Command::Call(
+                3,
+                CallSpec::Echo {
+                    len: 1 << 20,
+                    ddp: true
+                }
+            ))
         );
+        assert_eq!(
+            parse_command("call 3 echo 5 ddp=0"),
+            Some(Command::Call(3, CallSpec::Echo { len: 5, ddp: false }))
+        );
+        assert_eq!(parse_command("call 3 echo 5 ddp=2"), None);
+        assert_eq!(parse_command("call 3 echo 5 dpp=0"), None);
+        assert_eq!(parse_command("call 3 echo 5 ddp=0 x"), None);
         assert_eq!(
             parse_command("call 1 rpc 100005 3 0"),
             Some(Command::Call(

@@ -276,8 +276,13 @@ pub mod echo {
     pub const VERSION: u32 = 1;
     /// NULL: no arguments, no results.
     pub const NULL: u32 = 0;
-    /// ECHO: `opaque data<>` in, the same `opaque data<>` out.
+    /// ECHO: `opaque data<>` in, the same `opaque data<>` out. The data is
+    /// DDP-eligible both ways (like NFS WRITE and READ data).
     pub const ECHO: u32 = 1;
+    /// ECHO_NODDP: as ECHO, but the data is not DDP-eligible (like a large
+    /// READDIR reply): what does not fit inline goes in a Position-Zero Read
+    /// chunk or a Reply chunk.
+    pub const ECHO_NODDP: u32 = 2;
     /// Largest payload an ECHO carries.
     pub const MAX_PAYLOAD: u32 = 1 << 20;
 

@@ -12,6 +12,7 @@
 #include <linux/debugfs.h>
 #include <linux/err.h>
 #include <linux/fs.h>
+#include <linux/highmem.h>
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/module.h>
@@ -19,10 +20,12 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include <rdma/rw.h>
 
 /* Module parameters ------------------------------------------------------ */
 
@@ -372,33 +375,49 @@ void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
  * One connection's PD, CQ, RC QP and message buffers. Receive buffers (one per
  * Receive WR, @recv_size octets each) are posted at creation and reposted after
  * each completion; Send buffers (@send_size octets each) come from a free list.
- * Rust never holds a buffer: it reads a received message and fills a Send
- * buffer only during a call from this file, so every buffer is unmapped and
- * freed with the QP.
+ * Rust never holds a message buffer: it reads a received message and fills a
+ * Send buffer only during a call from this file.
  *
- * Posting takes @lock and fails once @closed is set; rpcrdma_cm_destroy_qp()
- * sets @closed under the lock and then drains the QP, so every WR ever posted
- * has completed (and its callback has returned) before anything is freed.
+ * Receive completions are handed to Rust from a work item (process context,
+ * one message at a time, in order), so the handler may sleep, for instance
+ * while it pulls a Read chunk with RDMA Read.
+ *
+ * Posting takes @lock and fails once @closed is set. Operations that post and
+ * then wait (chunks, below) count themselves in @users. Teardown
+ * (rpcrdma_cm_destroy_qp) sets @closed under the lock, drains the QP (every
+ * posted WR completes, flushed if need be), lets the Receive work finish,
+ * waits for @users to reach zero, and only then frees the QP, buffers and CQ.
+ * The PD lives on until the last chunk holding a reference (@ref) is freed.
  */
 struct rpcrdma_cm_qp;
 
 struct rpcrdma_cm_buf {
 	struct ib_cqe cqe;
 	struct rpcrdma_cm_qp *qp;
-	struct list_head free;
+	struct list_head list;	/* Send: free list; Receive: ready list */
 	void *addr;
 	u64 dma;
 	u32 size;
+	/* Receive completion, kept for the work item. */
+	int status;
+	u32 byte_len;
+	bool with_inv;
+	u32 inv_rkey;
 };
 
 struct rpcrdma_cm_qp {
+	struct kref ref;
 	struct rdma_cm_id *id;
 	struct ib_pd *pd;
 	struct ib_cq *cq;
 	void *owner;
 	spinlock_t lock;
 	bool closed;
+	atomic_t users;
+	wait_queue_head_t wq;
 	struct list_head send_free;
+	struct list_head recv_ready;
+	struct work_struct recv_work;
 	u32 nrecv, nsend;
 	struct rpcrdma_cm_buf *recv;
 	struct rpcrdma_cm_buf *send;
@@ -420,6 +439,48 @@ struct rpcrdma_cm_wc_info {
 /* Implemented in rust/sys/rdma_cm.rs; @owner is the id's Rust context. */
 void rpcrdma_cm_recv_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
 void rpcrdma_cm_send_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
+
+static void rpcrdma_cm_qp_release(struct kref *ref)
+{
+	struct rpcrdma_cm_qp *qp = container_of(ref, struct rpcrdma_cm_qp, ref);
+
+	if (qp->pd)
+		ib_dealloc_pd(qp->pd);
+	kfree(qp);
+}
+
+/* Starts an operation that posts: fails once the QP is closing. */
+static int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->closed)
+		ret = -ENOTCONN;
+	else
+		atomic_inc(&qp->users);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return ret;
+}
+
+static void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp)
+{
+	if (atomic_dec_and_test(&qp->users))
+		wake_up_all(&qp->wq);
+}
+
+/* ib_post_send() unless the QP is closing. */
+static int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr)
+{
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, wr, NULL);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return ret;
+}
 
 static int rpcrdma_cm_buf_init(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b,
 			       u32 size, enum dma_data_direction dir)
@@ -481,28 +542,56 @@ static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
 	return ib_post_recv(b->qp->id->qp, &wr, NULL);
 }
 
+/* CQ context: queue the message for the work item. */
 static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
 	struct rpcrdma_cm_qp *qp = b->qp;
-	struct rpcrdma_cm_wc_info info = { .status = wc->status };
 	unsigned long flags;
 
-	if (wc->status == IB_WC_SUCCESS) {
-		ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
-					   DMA_FROM_DEVICE);
-		info.data = b->addr;
-		info.len = min(wc->byte_len, b->size);
-		info.with_invalidate = wc->wc_flags & IB_WC_WITH_INVALIDATE;
-		if (info.with_invalidate)
-			info.invalidate_rkey = wc->ex.invalidate_rkey;
-	}
-	rpcrdma_cm_recv_rs(qp->owner, &info);
-	if (wc->status != IB_WC_SUCCESS)
-		return;
+	b->status = wc->status;
+	b->byte_len = wc->status == IB_WC_SUCCESS ? min(wc->byte_len, b->size) : 0;
+	b->with_inv = wc->status == IB_WC_SUCCESS && (wc->wc_flags & IB_WC_WITH_INVALIDATE);
+	b->inv_rkey = b->with_inv ? wc->ex.invalidate_rkey : 0;
 	spin_lock_irqsave(&qp->lock, flags);
-	rpcrdma_cm_post_recv_locked(b);
+	list_add_tail(&b->list, &qp->recv_ready);
 	spin_unlock_irqrestore(&qp->lock, flags);
+	queue_work(system_unbound_wq, &qp->recv_work);
+}
+
+/* Process context: hand each queued message to Rust, then repost its buffer. */
+static void rpcrdma_cm_recv_work(struct work_struct *work)
+{
+	struct rpcrdma_cm_qp *qp = container_of(work, struct rpcrdma_cm_qp, recv_work);
+	struct rpcrdma_cm_wc_info info;
+	struct rpcrdma_cm_buf *b;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&qp->lock, flags);
+		b = list_first_entry_or_null(&qp->recv_ready, struct rpcrdma_cm_buf, list);
+		if (b)
+			list_del(&b->list);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!b)
+			return;
+		info = (struct rpcrdma_cm_wc_info){
+			.status = b->status,
+			.data = b->status == IB_WC_SUCCESS ? b->addr : NULL,
+			.len = b->byte_len,
+			.invalidate_rkey = b->inv_rkey,
+			.with_invalidate = b->with_inv,
+		};
+		if (b->status == IB_WC_SUCCESS)
+			ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
+						   DMA_FROM_DEVICE);
+		rpcrdma_cm_recv_rs(qp->owner, &info);
+		if (b->status != IB_WC_SUCCESS)
+			continue;
+		spin_lock_irqsave(&qp->lock, flags);
+		rpcrdma_cm_post_recv_locked(b);
+		spin_unlock_irqrestore(&qp->lock, flags);
+	}
 }
 
 static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -513,16 +602,21 @@ static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	list_add(&b->free, &qp->send_free);
+	list_add(&b->list, &qp->send_free);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	rpcrdma_cm_send_rs(qp->owner, &info);
 }
 
+/* Registrations and invalidations per chunk, and one RDMA Read/Write context. */
+#define RPCRDMA_CM_MR_WRS 6
+
 /*
- * A PD, one CQ for both directions (polled from a workqueue), an RC QP of
- * @depth Sends and @depth Receives on @id's device (plus one each for the
- * drain), @depth Send buffers of @send_size octets, and @depth Receive buffers
- * of @recv_size octets, all posted. Completions go to @owner.
+ * A PD, one CQ for both directions (polled from a workqueue), an RC QP on
+ * @id's device with @depth Receives, @depth Sends plus room for FRWR
+ * registrations and invalidations, @depth RDMA Read/Write contexts (plus one
+ * WR each way for the drain), @depth Send buffers of @send_size octets, and
+ * @depth Receive buffers of @recv_size octets, all posted. Completions go to
+ * @owner.
  */
 int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 			 u32 recv_size, void *owner, struct rpcrdma_cm_qp **out);
@@ -537,22 +631,28 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 
 	if (!id->device)
 		return -ENODEV;
-	if (!depth || !send_size || !recv_size)
+	if (!depth || depth > 1024 || !send_size || !recv_size)
 		return -EINVAL;
 	qp = kzalloc(sizeof(*qp), GFP_KERNEL);
 	if (!qp)
 		return -ENOMEM;
+	kref_init(&qp->ref);
 	qp->id = id;
 	qp->owner = owner;
 	spin_lock_init(&qp->lock);
+	init_waitqueue_head(&qp->wq);
 	INIT_LIST_HEAD(&qp->send_free);
+	INIT_LIST_HEAD(&qp->recv_ready);
+	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
 	qp->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(qp->pd)) {
 		ret = PTR_ERR(qp->pd);
 		qp->pd = NULL;
 		goto out;
 	}
-	qp->cq = ib_alloc_cq_any(id->device, NULL, 2 * (depth + 1), IB_POLL_WORKQUEUE);
+	/* Every signaled WR: Sends, registrations, RDMA contexts, Receives, drain. */
+	qp->cq = ib_alloc_cq_any(id->device, NULL,
+				 depth * (RPCRDMA_CM_MR_WRS + 3) + 2, IB_POLL_WORKQUEUE);
 	if (IS_ERR(qp->cq)) {
 		ret = PTR_ERR(qp->cq);
 		qp->cq = NULL;
@@ -560,10 +660,12 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 	}
 	attr.send_cq = qp->cq;
 	attr.recv_cq = qp->cq;
-	attr.cap.max_send_wr = depth + 1;
+	attr.cap.max_send_wr = depth * (RPCRDMA_CM_MR_WRS + 1) + 1;
 	attr.cap.max_recv_wr = depth + 1;
 	attr.cap.max_send_sge = 1;
 	attr.cap.max_recv_sge = 1;
+	attr.cap.max_rdma_ctxs = depth;
+	attr.port_num = id->port_num;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	ret = rdma_create_qp(id, qp->pd, &attr);
@@ -582,7 +684,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 		if (ret)
 			goto out;
 		qp->send[i].cqe.done = rpcrdma_cm_send_done;
-		list_add_tail(&qp->send[i].free, &qp->send_free);
+		list_add_tail(&qp->send[i].list, &qp->send_free);
 		ret = rpcrdma_cm_buf_init(qp, &qp->recv[i], recv_size, DMA_FROM_DEVICE);
 		if (ret)
 			goto out;
@@ -604,8 +706,10 @@ out:
 
 /*
  * Stops posting, flushes every posted WR (their callbacks run and return before
- * ib_drain_qp() does), then frees the QP, buffers, CQ and PD. Must not be
- * called from a completion callback of this QP (the drain would wait for it).
+ * ib_drain_qp() does), lets the Receive work finish, waits for operations in
+ * progress, then frees the QP, buffers and CQ; the PD goes with the last
+ * reference. Must not be called from a completion callback or the Receive
+ * work of this QP (they would be waited for).
  */
 void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 {
@@ -614,17 +718,20 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->closed = true;
 	spin_unlock_irqrestore(&qp->lock, flags);
-	if (qp->id->qp) {
+	if (qp->id->qp)
 		ib_drain_qp(qp->id->qp);
+	flush_work(&qp->recv_work);
+	wait_event(qp->wq, atomic_read(&qp->users) == 0);
+	if (qp->id->qp)
 		rdma_destroy_qp(qp->id);
-	}
 	rpcrdma_cm_bufs_free(qp, qp->send, qp->nsend, DMA_TO_DEVICE);
 	rpcrdma_cm_bufs_free(qp, qp->recv, qp->nrecv, DMA_FROM_DEVICE);
+	qp->send = NULL;
+	qp->recv = NULL;
 	if (qp->cq)
 		ib_free_cq(qp->cq);
-	if (qp->pd)
-		ib_dealloc_pd(qp->pd);
-	kfree(qp);
+	qp->cq = NULL;
+	kref_put(&qp->ref, rpcrdma_cm_qp_release);
 }
 
 /*
@@ -642,8 +749,8 @@ struct rpcrdma_cm_buf *rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, u8 **addr,
 
 	spin_lock_irqsave(&qp->lock, flags);
 	if (!qp->closed && !list_empty(&qp->send_free)) {
-		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, free);
-		list_del(&b->free);
+		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, list);
+		list_del(&b->list);
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (b) {
@@ -659,7 +766,7 @@ void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b)
 	unsigned long flags;
 
 	spin_lock_irqsave(&b->qp->lock, flags);
-	list_add(&b->free, &b->qp->send_free);
+	list_add(&b->list, &b->qp->send_free);
 	spin_unlock_irqrestore(&b->qp->lock, flags);
 }
 
@@ -686,7 +793,6 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 		.opcode = invalidate ? IB_WR_SEND_WITH_INV : IB_WR_SEND,
 		.send_flags = IB_SEND_SIGNALED,
 	};
-	unsigned long flags;
 	int ret;
 
 	if (len > b->size) {
@@ -696,13 +802,299 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	if (invalidate)
 		wr.ex.invalidate_rkey = inv_rkey;
 	ib_dma_sync_single_for_device(qp->id->device, b->dma, len, DMA_TO_DEVICE);
-	spin_lock_irqsave(&qp->lock, flags);
-	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, &wr, NULL);
-	spin_unlock_irqrestore(&qp->lock, flags);
+	ret = rpcrdma_cm_post_send(qp, &wr);
 	if (!ret)
 		return 0;
 fail:
 	rpcrdma_cm_send_abort(b);
+	return ret;
+}
+
+/* Chunks ----------------------------------------------------------------- */
+
+/*
+ * Memory for one RPC-over-RDMA chunk or segment: pages, described by a
+ * scatterlist whose lengths add up to exactly @len. A requester registers it
+ * with FRWR (rpcrdma_cm_chunk_register) so the peer can read or write it; a
+ * responder moves data between it and the peer's memory with RDMA Read or
+ * Write (rpcrdma_cm_chunk_rdma). The chunk holds a reference on its QP, so it
+ * may outlive the connection: it is then simply freed.
+ */
+struct rpcrdma_cm_chunk {
+	struct rpcrdma_cm_qp *qp;
+	struct page **pages;
+	struct scatterlist *sgl;
+	u32 npages;
+	u32 len;
+	/* FRWR */
+	struct ib_mr *mr;
+	int nents;		/* ib_dma_map_sg() result; 0 when not mapped */
+	struct ib_cqe reg_cqe, inv_cqe;
+	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
+	int mr_status;		/* first failed completion, else 0 */
+	/* RDMA Read / Write */
+	struct ib_cqe rw_cqe;
+	struct completion rw_done;
+	int rw_status;
+};
+
+/* The most pages one chunk may have (4 MiB with 4 KiB pages). */
+#define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
+
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len);
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
+{
+	struct rpcrdma_cm_chunk *c;
+	u32 i, npages = DIV_ROUND_UP(len, PAGE_SIZE);
+
+	if (!len || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
+		return NULL;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NULL;
+	c->pages = kcalloc(npages, sizeof(*c->pages), GFP_KERNEL);
+	c->sgl = kcalloc(npages, sizeof(*c->sgl), GFP_KERNEL);
+	if (!c->pages || !c->sgl)
+		goto fail;
+	sg_init_table(c->sgl, npages);
+	for (i = 0; i < npages; i++) {
+		c->pages[i] = alloc_page(GFP_KERNEL);
+		if (!c->pages[i])
+			goto fail;
+		sg_set_page(&c->sgl[i], c->pages[i],
+			    min_t(u32, PAGE_SIZE, len - i * PAGE_SIZE), 0);
+	}
+	c->npages = npages;
+	c->len = len;
+	atomic_set(&c->inflight, 0);
+	init_completion(&c->rw_done);
+	kref_get(&qp->ref);
+	c->qp = qp;
+	return c;
+
+fail:
+	if (c->pages)
+		for (i = 0; i < npages && c->pages[i]; i++)
+			__free_page(c->pages[i]);
+	kfree(c->pages);
+	kfree(c->sgl);
+	kfree(c);
+	return NULL;
+}
+
+/* ib_verbs.h has no ib_dma_sync_sg_*(); what they would do. */
+static void rpcrdma_cm_sync_sg(struct ib_device *dev, struct scatterlist *sgl,
+			       int nents, bool for_cpu)
+{
+	if (ib_uses_virt_dma(dev))
+		return;
+	if (for_cpu)
+		dma_sync_sg_for_cpu(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+	else
+		dma_sync_sg_for_device(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+}
+
+/* Copies @n octets between @buf and the chunk at @off (into it if @in). */
+int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
+			  bool in);
+int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
+			  bool in)
+{
+	struct ib_device *dev = c->qp->pd->device;
+
+	if (off > c->len || n > c->len - off)
+		return -EINVAL;
+	if (c->nents && !in)
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, true);
+	while (n) {
+		u32 pg = off / PAGE_SIZE, po = off % PAGE_SIZE;
+		u32 k = min_t(u32, n, PAGE_SIZE - po);
+		u8 *p = kmap_local_page(c->pages[pg]);
+
+		if (in)
+			memcpy(p + po, buf, k);
+		else
+			memcpy(buf, p + po, k);
+		kunmap_local(p);
+		buf += k;
+		off += k;
+		n -= k;
+	}
+	if (c->nents && in)
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, false);
+	return 0;
+}
+
+static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+
+	if (wc->status != IB_WC_SUCCESS && !c->mr_status)
+		c->mr_status = wc->status;
+	/* @c may be freed once inflight is 0; @qp stays (see destroy_qp). */
+	if (atomic_dec_and_test(&c->inflight))
+		wake_up_all(&qp->wq);
+}
+
+static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, reg_cqe));
+}
+
+static void rpcrdma_cm_inv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, inv_cqe));
+}
+
+/*
+ * Registers the chunk with FRWR (IB_WR_REG_MR, posted before whatever Send
+ * announces it, so the QP's ordering makes it valid in time), for the peer to
+ * read (@remote_write false) or write. Returns the rkey and the address the
+ * peer uses. A chunk is registered at most once.
+ */
+int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
+			      u32 *rkey, u64 *iova);
+int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
+			      u32 *rkey, u64 *iova)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct ib_device *dev = qp->pd->device;
+	struct ib_reg_wr reg = {};
+	struct ib_mr *mr;
+	int ret, n;
+
+	if (c->mr)
+		return -EBUSY;
+	if (c->npages > dev->attrs.max_fast_reg_page_list_len)
+		return -EMSGSIZE;
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	mr = ib_alloc_mr(qp->pd, IB_MR_TYPE_MEM_REG, c->npages);
+	if (IS_ERR(mr)) {
+		ret = PTR_ERR(mr);
+		goto out;
+	}
+	c->mr = mr;
+	c->nents = ib_dma_map_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+	if (!c->nents) {
+		ret = -EIO;
+		goto out;
+	}
+	n = ib_map_mr_sg(mr, c->sgl, c->nents, NULL, PAGE_SIZE);
+	if (n != c->nents) {
+		ret = n < 0 ? n : -EIO;
+		goto out;
+	}
+	c->reg_cqe.done = rpcrdma_cm_reg_done;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.wr_cqe = &c->reg_cqe;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE |
+		     (remote_write ? IB_ACCESS_REMOTE_WRITE : IB_ACCESS_REMOTE_READ);
+	atomic_inc(&c->inflight);
+	ret = rpcrdma_cm_post_send(qp, &reg.wr);
+	if (ret) {
+		atomic_dec(&c->inflight);
+		goto out;
+	}
+	*rkey = mr->rkey;
+	*iova = mr->iova;
+out:
+	rpcrdma_cm_qp_leave(qp);
+	return ret;
+}
+
+/*
+ * Releases a chunk: invalidates its registration with LOCAL_INV unless
+ * @remotely_invalidated (the peer did it with Send With Invalidate) or the QP
+ * is gone, waits for its REG_MR / LOCAL_INV completions, and frees it. Returns
+ * 1 if a LOCAL_INV was posted, else 0.
+ */
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct ib_device *dev = qp->pd->device;
+	int posted = 0;
+	u32 i;
+
+	if (c->mr && c->nents && !remotely_invalidated && !rpcrdma_cm_qp_enter(qp)) {
+		struct ib_send_wr inv = {
+			.opcode = IB_WR_LOCAL_INV,
+			.wr_cqe = &c->inv_cqe,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.invalidate_rkey = c->mr->rkey,
+		};
+
+		c->inv_cqe.done = rpcrdma_cm_inv_done;
+		atomic_inc(&c->inflight);
+		if (rpcrdma_cm_post_send(qp, &inv))
+			atomic_dec(&c->inflight);
+		else
+			posted = 1;
+		rpcrdma_cm_qp_leave(qp);
+	}
+	/* Completes: a live QP finishes the WRs, a closing one flushes them. */
+	wait_event(qp->wq, atomic_read(&c->inflight) == 0);
+	if (c->nents)
+		ib_dma_unmap_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+	if (c->mr)
+		ib_dereg_mr(c->mr);
+	for (i = 0; i < c->npages; i++)
+		__free_page(c->pages[i]);
+	kfree(c->pages);
+	kfree(c->sgl);
+	kfree(c);
+	kref_put(&qp->ref, rpcrdma_cm_qp_release);
+	return posted;
+}
+
+static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_chunk *c = container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, rw_cqe);
+
+	c->rw_status = wc->status;
+	complete(&c->rw_done);
+}
+
+/*
+ * Moves the whole chunk from (RDMA Read) or to (@write: RDMA Write) the peer's
+ * memory at @addr/@rkey, and waits for it. Not from a completion callback.
+ */
+int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write);
+int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
+{
+	enum dma_data_direction dir = write ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct rdma_rw_ctx ctx;
+	unsigned long flags;
+	int ret;
+
+	if (c->mr)
+		return -EBUSY;
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages,
+			       0, addr, rkey, dir);
+	if (ret < 0)
+		goto out;
+	reinit_completion(&c->rw_done);
+	c->rw_cqe.done = rpcrdma_cm_rw_done;
+	spin_lock_irqsave(&qp->lock, flags);
+	ret = qp->closed ? -ENOTCONN :
+		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &c->rw_cqe, NULL);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!ret) {
+		wait_for_completion(&c->rw_done);
+		ret = c->rw_status == IB_WC_SUCCESS ? 0 : -EIO;
+	}
+	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages, dir);
+out:
+	rpcrdma_cm_qp_leave(qp);
 	return ret;
 }
 

@@ -7,6 +7,7 @@
 //! inlines or ops tables, the C half of this layer (`helpers.c`, linked into the
 //! same module) provides plain functions that are declared here.
 
+pub(crate) mod chunk;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod param;

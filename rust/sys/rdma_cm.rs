@@ -191,11 +191,12 @@ pub(crate) struct Completion<'a> {
 pub(crate) const WC_FLUSHED: i32 = 5;
 
 /// Receives the events of the ids it is attached to. CM events come with the
-/// id's CM handler lock held, in process context (it may sleep). Completions
-/// come from the CQ's workqueue, one at a time per QP.
+/// id's CM handler lock held, in process context (it may sleep). Receives come
+/// from a work item, one at a time per QP, in order (it may sleep, for
+/// instance in an RDMA Read); Send completions from the CQ's workqueue.
 ///
-/// A completion handler must not drop the [`CmId`] of its QP (that would wait
-/// for the completion handler itself); it may disconnect it.
+/// `recv` and `send_done` must not drop the [`CmId`] of their QP (its teardown
+/// waits for them); they may disconnect it.
 pub(crate) trait CmHandler: Send + Sync {
     /// An event on an id this handler owns.
     fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>);
@@ -205,7 +206,7 @@ pub(crate) trait CmHandler: Send + Sync {
     fn connect_request(&self, _req: &mut ConnectRequest<'_>, _ev: &Event<'_>) {}
 
     /// A Receive completed (successfully, or flushed or failed: see `wc.status`).
-    /// The buffer is reposted after this returns.
+    /// The buffer is reposted after this returns. May sleep.
     fn recv(&self, _id: &CmIdRef<'_>, _wc: &Completion<'_>) {}
 
     /// A Send completed; its buffer is free again.
@@ -468,6 +469,12 @@ impl CmIdRef<'_> {
         })?;
         self.ctx.qp.store(qp, Ordering::Release);
         Ok(())
+    }
+
+    /// The QP, if one was created (for [`super::chunk::Chunk::new`]).
+    pub(crate) fn qp(&self) -> Option<*mut rpcrdma_cm_qp> {
+        let qp = self.ctx.qp.load(Ordering::Acquire);
+        (!qp.is_null()).then_some(qp)
     }
 
     /// Sends one message: `fill` writes it into a free Send buffer and returns

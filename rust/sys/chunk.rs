@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Chunk memory: pages the peer reads or writes through a registration
+//! (requester, FRWR), or that we fill from or push to the peer's memory with
+//! RDMA Read and Write (responder). The C half is in `helpers.c` ("Chunks").
+//!
+//! A [`Chunk`] belongs to the QP of the id it was allocated on and holds a
+//! reference to it, so it may outlive the connection: operations then fail
+//! with `ENOTCONN` and dropping it just frees it. Dropping a registered chunk
+//! invalidates the registration first (LOCAL_INV) unless the peer already did
+//! ([`Chunk::remotely_invalidated`]), and waits for that to complete: the
+//! memory is never freed while the peer can still reach it.
+
+use core::ptr::NonNull;
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+use super::errno::{emsgsize, enotconn};
+use super::rdma_cm::{rpcrdma_cm_qp, CmIdRef};
+
+/// C `struct rpcrdma_cm_chunk`, opaque.
+#[repr(C)]
+pub(crate) struct rpcrdma_cm_chunk {
+    _p: [u8; 0],
+}
+
+extern "C" {
+    fn rpcrdma_cm_chunk_alloc(qp: *mut rpcrdma_cm_qp, len: u32) -> *mut rpcrdma_cm_chunk;
+    fn rpcrdma_cm_chunk_copy(
+        c: *mut rpcrdma_cm_chunk,
+        off: u32,
+        buf: *mut u8,
+        n: u32,
+        into: bool,
+    ) -> c_int;
+    fn rpcrdma_cm_chunk_register(
+        c: *mut rpcrdma_cm_chunk,
+        remote_write: bool,
+        rkey: *mut u32,
+        iova: *mut u64,
+    ) -> c_int;
+    fn rpcrdma_cm_chunk_free(c: *mut rpcrdma_cm_chunk, remotely_invalidated: bool) -> c_int;
+    fn rpcrdma_cm_chunk_rdma(c: *mut rpcrdma_cm_chunk, rkey: u32, addr: u64, write: bool) -> c_int;
+}
+
+use kernel::ffi::c_int;
+
+/// The largest chunk (4 MiB, as `RPCRDMA_CM_CHUNK_MAX_PAGES` in helpers.c).
+pub(crate) const MAX_CHUNK: u32 = 4 << 20;
+
+/// Where the peer finds a registered chunk: an RPC-over-RDMA segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Registration {
+    /// The rkey (RPC-over-RDMA "handle").
+    pub(crate) rkey: u32,
+    /// The address the peer uses ("offset").
+    pub(crate) iova: u64,
+}
+
+/// Pages for one chunk or segment, exactly `len` octets.
+pub(crate) struct Chunk {
+    raw: NonNull<rpcrdma_cm_chunk>,
+    len: u32,
+    reg: Option<Registration>,
+    remote_inv: bool,
+}
+
+// SAFETY: the C chunk is not tied to a thread; its operations serialise on the
+// QP's lock, and `&mut self` is required for everything that changes it.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    /// Allocates `len` octets (1 to [`MAX_CHUNK`]) for `id`'s QP.
+    pub(crate) fn new(id: &CmIdRef<'_>, len: u32) -> Result<Chunk> {
+        if len == 0 || len > MAX_CHUNK {
+            return Err(emsgsize());
+        }
+        let qp = id.qp().ok_or_else(enotconn)?;
+        // SAFETY: `qp` is the live QP of `id` (the borrow keeps it from being
+        // destroyed during the call); the chunk takes its own reference.
+        let raw = unsafe { rpcrdma_cm_chunk_alloc(qp, len) };
+        Ok(Chunk {
+            raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            len,
+            reg: None,
+            remote_inv: false,
+        })
+    }
+
+    /// Length in octets.
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
+
+    fn copy(&mut self, off: u32, buf: *mut u8, n: usize, into: bool) -> Result {
+        let n = u32::try_from(n).map_err(|_| EINVAL)?;
+        // SAFETY: `raw` is our live chunk; `buf` is valid for `n` octets (the
+        // callers pass a slice); C checks `off + n` against the chunk length.
+        to_result(unsafe { rpcrdma_cm_chunk_copy(self.raw.as_ptr(), off, buf, n, into) })
+    }
+
+    /// Copies `data` into the chunk at `off`.
+    pub(crate) fn write_at(&mut self, off: u32, data: &[u8]) -> Result {
+        // C only reads from `buf` when copying into the chunk.
+        self.copy(off, data.as_ptr().cast_mut(), data.len(), true)
+    }
+
+    /// Copies from the chunk at `off` into `out`.
+    pub(crate) fn read_at(&mut self, off: u32, out: &mut [u8]) -> Result {
+        self.copy(off, out.as_mut_ptr(), out.len(), false)
+    }
+
+    /// Registers the chunk with FRWR for the peer to read, or with
+    /// `remote_write` to write. Post it before the Send that names it.
+    pub(crate) fn register(&mut self, remote_write: bool) -> Result<Registration> {
+        if self.reg.is_some() {
+            return Err(EBUSY);
+        }
+        let (mut rkey, mut iova) = (0u32, 0u64);
+        // SAFETY: `raw` is our live chunk; `rkey` and `iova` are out pointers.
+        to_result(unsafe {
+            rpcrdma_cm_chunk_register(self.raw.as_ptr(), remote_write, &mut rkey, &mut iova)
+        })?;
+        let r = Registration { rkey, iova };
+        self.reg = Some(r);
+        Ok(r)
+    }
+
+    /// The registration, if the chunk is registered.
+    pub(crate) fn registration(&self) -> Option<Registration> {
+        self.reg
+    }
+
+    /// The peer invalidated this chunk's rkey (Send With Invalidate): no
+    /// LOCAL_INV is needed.
+    pub(crate) fn remotely_invalidated(&mut self) {
+        self.remote_inv = true;
+    }
+
+    /// Pulls the peer's memory at `rkey`/`addr` into the whole chunk (RDMA
+    /// Read) and waits for it.
+    pub(crate) fn rdma_read(&mut self, rkey: u32, addr: u64) -> Result {
+        // SAFETY: `raw` is our live, unregistered chunk (C refuses a registered
+        // one); the call sleeps until the Read completes or is flushed.
+        to_result(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, false) })
+    }
+
+    /// Pushes the whole chunk to the peer's memory at `rkey`/`addr` (RDMA
+    /// Write) and waits for it.
+    pub(crate) fn rdma_write(&mut self, rkey: u32, addr: u64) -> Result {
+        // SAFETY: as in `rdma_read`.
+        to_result(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
+    }
+
+    /// Frees the chunk; returns whether a LOCAL_INV had to be posted.
+    pub(crate) fn release(self) -> bool {
+        let me = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `raw` is our live chunk, freed exactly once (Drop does not run
+        // for `me`).
+        unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv) > 0 }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is our live chunk, freed exactly once here.
+        unsafe { rpcrdma_cm_chunk_free(self.raw.as_ptr(), self.remote_inv) };
+    }
+}
