@@ -15,6 +15,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, CondVar, Mutex};
 use kernel::{new_condvar, new_mutex};
 
+mod client;
 mod xprt;
 pub(crate) use xprt::{RpcsFile, XprtFile};
 

@@ -114,6 +114,18 @@ xcount() {
 	echo "${v:-0}"
 }
 
+# nfs_write ID NAME COUNT SEED: a WRITE, retried while nfsd is in its grace
+# period (NFS4ERR_GRACE: the anonymous stateid must wait it out).
+nfs_write() {
+	local i
+	for ((i = 0; i < 40; i++)); do
+		rpc "$1" nfs write "$2" "$3" "$4" || return 1
+		[ "$(field "$(last_rpc)" nfs_status)" = 10013 ] || return 0
+		sleep 1
+	done
+	return 1
+}
+
 # expect "LINE" KEY=VALUE...: every field has the value; prints mismatches.
 expect() {
 	local line=$1 kv k ok=0
@@ -140,12 +152,50 @@ start_nfsd() {
 	mountpoint -q /tmp/export || mount -t tmpfs -o size=64m tmpfs /tmp/export || return 1
 	echo "/tmp/export *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)" >/etc/exports
 	mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
+	# A short grace period: WRITE with the anonymous stateid waits it out.
+	echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null
+	echo 10 >/proc/fs/nfsd/nfsv4leasetime 2>/dev/null
+	# nfsd's default on a 2 GiB guest is 256 KiB; the tests move 1 MiB.
+	echo 1048576 >/proc/fs/nfsd/max_block_size 2>/dev/null
 	pgrep -x rpcbind >/dev/null || rpcbind -w || return 1
 	exportfs -ra || return 1
 	pgrep -x rpc.mountd >/dev/null || rpc.mountd || return 1
 	rpc.nfsd 2 || return 1
 	echo "rdma 20049" >/proc/fs/nfsd/portlist || return 1
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
+# fnv FILE: FNV-1a 64 of a file's content, as the module prints data_fnv.
+fnv() {
+	python3 -c '
+import sys
+h = 0xcbf29ce484222325
+for b in open(sys.argv[1], "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%016x" % h)' "$1"
+}
+
+# names_fnv_sum DIR: the wrapping sum of FNV-1a 64 of the names in DIR.
+names_fnv_sum() {
+	python3 -c '
+import os, sys
+def f(s):
+    h = 0xcbf29ce484222325
+    for b in s:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+print("%016x" % (sum(f(n.encode()) for n in os.listdir(sys.argv[1])) & 0xffffffffffffffff))' "$1"
+}
+
+# is_pattern FILE SEED: the file holds exactly the module's echo pattern for
+# SEED (rust/proto/rpc.rs, echo::pattern), as many octets as it has.
+is_pattern() {
+	python3 -c '
+import sys
+d = open(sys.argv[1], "rb").read()
+s = (int(sys.argv[2]) * 0x9e3779b9) & 0xffffffff
+want = bytes(((((i ^ s) * 2654435761) & 0xffffffff) >> 24) for i in range(len(d)))
+sys.exit(0 if d == want else 1)' "$1" "$2"
 }
 
 ensure_tracefs() {

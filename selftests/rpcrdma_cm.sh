@@ -28,6 +28,9 @@ ALL_TESTS="
 	rust_client_rejected_without_listener
 	rust_client_to_linux_nfsd
 	rust_client_rpcs_to_linux_nfsd
+	rust_client_nfs_read_write_readdir
+	rust_client_nfs_threshold_edges
+	rust_client_nfs_remote_invalidation
 	rust_echo_inline_up_to_thresholds
 	rust_server_rpc_errors
 	rust_echo_every_chunk_type
@@ -237,6 +240,132 @@ rust_client_rpcs_to_linux_nfsd() {
 	echo "disconnect $id" >"$DBG/control"
 	# A call on a closed connection fails at once.
 	rpc "$id" null 2>/dev/null && { fail "call on a closed connection succeeded"; ok=1; }
+	return $ok
+}
+
+# Files in nfsd's export: f_N (N random octets), w_N (empty, to be written),
+# d500/ (500 entries). Idempotent.
+nfs_files() {
+	local n i
+	for n in 1 1024 4096 65536 1048576; do
+		[ -f /tmp/export/f_$n ] || head -c $n /dev/urandom >/tmp/export/f_$n || return 1
+		: >/tmp/export/w_$n
+	done
+	: >/tmp/export/edge
+	if [ ! -d /tmp/export/d500 ]; then
+		mkdir /tmp/export/d500 || return 1
+		for ((i = 0; i < 500; i++)); do : >/tmp/export/d500/entry_$i; done
+	fi
+}
+
+# READ and WRITE of 1 B to 1 MiB and a 500-entry READDIR against nfsd, through
+# every path the thresholds call for; the data compared with the files.
+rust_client_nfs_read_write_readdir() {
+	local id n line ok=0 seed
+	load_module || return 1
+	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
+	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
+	nfs_files || return 1
+	id=$(client_connect "$ADDR 20049") || return 1
+	wait_field "$id" state established || return 1
+	rpc "$id" nfs getattr f_4096 && expect "$(last_rpc)" result=success nfs_status=0 type=1 size=4096 || ok=1
+	for n in 1 1024 4096 65536 1048576; do
+		rpc "$id" nfs read f_$n $n || { fail "read f_$n: $(last_rpc)"; ok=1; continue; }
+		line=$(last_rpc)
+		ktap_print_msg "$line"
+		expect "$line" result=success nfs_status=0 data_len=$n eof=1 data_fnv="$(fnv /tmp/export/f_$n)" || ok=1
+		[ "$n" -le 1024 ] && { expect "$line" reply=inline || ok=1; }
+		[ "$n" -ge 4096 ] && { expect "$line" reply=write_list || ok=1; }
+	done
+	for n in 1 1024 4096 65536 1048576; do
+		seed=$((n + 7))
+		nfs_write "$id" w_$n $n $seed || { fail "write w_$n: $(last_rpc)"; ok=1; continue; }
+		line=$(last_rpc)
+		ktap_print_msg "$line"
+		expect "$line" result=success nfs_status=0 written=$n committed=2 || ok=1
+		[ "$n" -le 1024 ] && { expect "$line" call=inline || ok=1; }
+		[ "$n" -ge 4096 ] && { expect "$line" call=read_chunk || ok=1; }
+		[ "$(wc -c </tmp/export/w_$n)" = "$n" ] && is_pattern /tmp/export/w_$n $seed ||
+			{ fail "w_$n does not hold what was written"; ok=1; }
+	done
+	rpc "$id" nfs readdir d500 || { fail "readdir: $(last_rpc)"; ok=1; }
+	line=$(last_rpc)
+	ktap_print_msg "$line"
+	expect "$line" result=success nfs_status=0 reply=reply_chunk entries=500 eof=1 \
+		names_fnv_sum="$(names_fnv_sum /tmp/export/d500)" || ok=1
+	rpc "$id" nfs read no_such_file 10 && expect "$(last_rpc)" nfs_status=2 nfs_failed_op=15 || ok=1
+	ktap_print_msg "$(grep "^id=$id " "$DBG/xprt")"
+	echo "disconnect $id" >"$DBG/control"
+	return $ok
+}
+
+# With nfsd's max_req_size 4096 and 16384: a WRITE call of exactly c2s octets
+# goes inline, four more take a Read chunk; a READ reply that just fits s2c
+# comes inline, four more come in a Write chunk.
+rust_client_nfs_threshold_edges() {
+	local size id c2s head n ok=0 before
+	load_module send_size=65536 recv_size=65536 || return 1
+	start_nfsd || return 1
+	nfs_files || return 1
+	for size in 4096 16384; do
+		echo "$size" >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
+		head -c $size /dev/urandom >/tmp/export/f_edge
+		id=$(client_connect "$ADDR 20049") || return 1
+		wait_field "$id" state established || return 1
+		c2s=$(field "$(conn_line "$id")" c2s)
+		[ "$c2s" = "$size" ] || { fail "c2s=$c2s"; ok=1; }
+		nfs_write "$id" edge 4 1 || { ok=1; continue; }
+		head=$(($(field "$(last_rpc)" call_len) - 4))
+		n=$((c2s - 28 - head))
+		before=$(xcount "$id" bytes_send)
+		nfs_write "$id" edge $n 2 && expect "$(last_rpc)" call=inline written=$n || ok=1
+		[ $(($(xcount "$id" bytes_send) - before)) = "$c2s" ] || { fail "Send was not exactly c2s=$c2s"; ok=1; }
+		nfs_write "$id" edge $((n + 4)) 3 && expect "$(last_rpc)" call=read_chunk written=$((n + 4)) || ok=1
+		is_pattern /tmp/export/edge 3 || { fail "edge file"; ok=1; }
+		# READ reply bound the plan uses: transport header 28, RPC reply
+		# header 24 + 8 (room for PROG_MISMATCH), COMPOUND head 12, PUTROOTFH
+		# and LOOKUP results 8 each, READ result 16 + data.
+		n=$((size - 104))
+		rpc "$id" nfs read f_edge $n && expect "$(last_rpc)" reply=inline data_len=$n || ok=1
+		rpc "$id" nfs read f_edge $((n + 4)) && expect "$(last_rpc)" reply=write_list data_len=$((n + 4)) || ok=1
+		ktap_print_msg "max_req_size=$size: $(grep "^id=$id " "$DBG/xprt")"
+		echo "disconnect $id" >"$DBG/control"
+	done
+	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
+	return $ok
+}
+
+# svcrdma uses Send With Invalidate only for a client that set R, and only when
+# the call's chunks share one rkey: our READ (one Write chunk) and READDIR (one
+# Reply chunk) qualify. With R=1 our client counts remote invalidations and
+# skips those LOCAL_INVs; with R=0 it invalidates everything itself.
+rust_client_nfs_remote_invalidation() {
+	local r id ok=0 base ri li
+	load_module || return 1
+	start_nfsd || return 1
+	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
+	nfs_files || return 1
+	base=$(mrs)
+	for r in 1 0; do
+		id=$(client_connect "$ADDR 20049 remote_invalidate=$r") || return 1
+		wait_field "$id" state established || return 1
+		rpc "$id" nfs read f_65536 65536 && expect "$(last_rpc)" reply=write_list data_fnv="$(fnv /tmp/export/f_65536)" || ok=1
+		rpc "$id" nfs read f_1048576 1048576 && expect "$(last_rpc)" reply=write_list || ok=1
+		rpc "$id" nfs readdir d500 && expect "$(last_rpc)" reply=reply_chunk entries=500 || ok=1
+		ri=$(xcount "$id" remote_invalidations)
+		li=$(xcount "$id" local_invalidations)
+		ktap_print_msg "R=$r: remote_invalidations=$ri local_invalidations=$li unmatched=$(xcount "$id" remote_invalidations_unmatched)"
+		if [ "$r" = 1 ]; then
+			[ "$ri" = 3 ] && [ "$li" = 0 ] || { fail "expected 3 remote, 0 local"; ok=1; }
+		else
+			[ "$ri" = 0 ] && [ "$li" = 3 ] || { fail "expected 0 remote, 3 local"; ok=1; }
+		fi
+		[ "$(xcount "$id" remote_invalidations_unmatched)" = 0 ] || ok=1
+		echo "disconnect $id" >"$DBG/control"
+	done
+	sleep 1
+	ktap_print_msg "MRs on rxe0: $base before, $(mrs) after"
+	[ "$(mrs)" = "$base" ] || { fail "MRs left registered"; ok=1; }
 	return $ok
 }
 

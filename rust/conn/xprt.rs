@@ -27,44 +27,34 @@
 use core::fmt::{self, Write};
 use kernel::alloc::{KVVec, VVec};
 use kernel::prelude::*;
-use kernel::time::{msecs_to_jiffies, Ktime};
 
-use super::{Conn, ConnInner, State, QP_DEPTH};
-use crate::proto::chunk::{plan, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
-use crate::proto::config::CallSpec;
+use super::{Conn, State, QP_DEPTH};
 use crate::proto::header::{
-    decode, encode_error, encode_msg, Body, Chunks, ErrorBody, Header, HeaderShape, Limits,
-    MsgSpec, ReadSegment, Segment, RPCRDMA_VERSION,
+    decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
+    Segment, RPCRDMA_VERSION,
 };
 use crate::proto::negotiate::Role;
+use crate::proto::nfs4::Summary;
 use crate::proto::rpc::{
-    decode_call, decode_reply, echo, encode_accepted, encode_call, encode_rpc_mismatch, AcceptStat,
-    ReplyStatus, RpcError, CALL_HEADER_LEN, REPLY_HEADER_LEN,
+    decode_call, echo, encode_accepted, encode_rpc_mismatch, AcceptStat, RpcError,
 };
 use crate::proto::ulb::NFS_PROGRAM;
 use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::errno::{emsgsize, enotconn, eproto, eremoteio, etimedout};
+use crate::sys::errno::{emsgsize, enotconn, eproto};
 use crate::sys::rdma_cm::{CmIdRef, Completion, WC_FLUSHED};
 
-/// How long a call waits for its reply (and for a credit).
-const CALL_TIMEOUT_MS: u32 = 15_000;
 /// Most RPC results kept for the `rpcs` file.
 pub(crate) const KEEP_RPCS: usize = 64;
-/// Largest segment one FRWR registration covers (for planning): 2 MiB, rxe's
-/// 512-page registration limit; each chunk is one segment.
-const MAX_SEGMENT: u32 = 2 << 20;
 /// The largest call message the responder assembles from chunks.
 const MAX_CALL: u32 = echo::MAX_PAYLOAD + 4096;
-/// XDR position of the echo payload in an ECHO call (after its length word).
-const ECHO_DATA_POS: u32 = (CALL_HEADER_LEN + 4) as u32;
 /// Slots for calls in flight: never more than the credits we request.
 const SLOTS: usize = QP_DEPTH as usize;
 
 /// How a reply came back.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum ReplyKind {
+pub(super) enum ReplyKind {
     /// Whole in the Send.
     Inline,
     /// The DDP-eligible result in our Write chunk (`written` octets).
@@ -74,7 +64,7 @@ enum ReplyKind {
 }
 
 impl ReplyKind {
-    fn name(&self) -> &'static str {
+    pub(super) fn name(&self) -> &'static str {
         match self {
             ReplyKind::Inline => "inline",
             ReplyKind::WriteList { .. } => "write_list",
@@ -83,45 +73,31 @@ impl ReplyKind {
     }
 }
 
-/// What a finished call learnt from its reply's Receive.
-#[derive(Clone, Copy)]
-struct Done {
-    status: ReplyStatus,
-    reply_len: u32,
-    /// ECHO: the inline part is what was sent (all of it for an inline reply;
-    /// the opaque's length for a Write list reply).
-    inline_ok: bool,
-    kind: ReplyKind,
+/// What a call learnt from its reply's Receive.
+pub(super) struct Done {
+    /// The RPC part of the Send (empty for RDMA_NOMSG).
+    pub(super) rpc: KVec<u8>,
+    /// The RPC reply's length, chunks included.
+    pub(super) reply_len: u32,
+    pub(super) kind: ReplyKind,
     /// The rkey the reply invalidated (Send With Invalidate).
-    invalidated: Option<u32>,
-}
-
-/// The chunks registered for one call.
-#[derive(Default)]
-struct CallChunks {
-    /// Read chunk or Position-Zero Read chunk.
-    call: Option<Chunk>,
-    /// Write chunk or Reply chunk.
-    reply: Option<Chunk>,
+    pub(super) invalidated: Option<u32>,
 }
 
 /// A call waiting for its reply.
-#[derive(Clone, Copy)]
-struct Pending {
-    xid: u32,
-    /// For ECHO: the payload length, to check the reply.
-    echo_len: Option<u32>,
-    result: Option<core::result::Result<Done, i32>>,
+pub(super) struct Pending {
+    pub(super) xid: u32,
+    pub(super) result: Option<core::result::Result<Done, i32>>,
 }
 
 /// Per-connection messaging state, under the connection's mutex.
 pub(super) struct XprtState {
     /// Client: credits the server granted (RFC 8166 Section 3.3.1), 1 until the
     /// first reply. Server: the last grant we sent.
-    credits: u32,
-    outstanding: u32,
-    next_xid: u32,
-    pending: [Option<Pending>; SLOTS],
+    pub(super) credits: u32,
+    pub(super) outstanding: u32,
+    pub(super) next_xid: u32,
+    pub(super) pending: [Option<Pending>; SLOTS],
 }
 
 impl XprtState {
@@ -130,7 +106,7 @@ impl XprtState {
             credits: 1,
             outstanding: 0,
             next_xid: first_xid,
-            pending: [None; SLOTS],
+            pending: [const { None }; SLOTS],
         }
     }
 
@@ -143,7 +119,7 @@ impl XprtState {
         }
     }
 
-    fn slot(&mut self, xid: u32) -> Option<&mut Pending> {
+    pub(super) fn slot(&mut self, xid: u32) -> Option<&mut Pending> {
         self.pending.iter_mut().flatten().find(|p| p.xid == xid)
     }
 }
@@ -152,21 +128,43 @@ impl XprtState {
 #[derive(Clone, Copy)]
 pub(crate) struct RpcRecord {
     conn: u32,
-    xid: u32,
+    pub(super) xid: u32,
     prog: u32,
     vers: u32,
     proc_: u32,
-    call: &'static str,
-    reply: &'static str,
-    call_len: u32,
-    reply_len: u32,
-    result: &'static str,
-    errno: i32,
-    verified: Option<bool>,
-    usec: i64,
+    pub(super) call: &'static str,
+    pub(super) reply: &'static str,
+    pub(super) call_len: u32,
+    pub(super) reply_len: u32,
+    pub(super) result: &'static str,
+    pub(super) errno: i32,
+    pub(super) verified: Option<bool>,
+    pub(super) nfs: Option<Summary>,
+    pub(super) data_fnv: Option<u64>,
+    pub(super) usec: i64,
 }
 
 impl RpcRecord {
+    pub(super) fn new(conn: u32, prog: u32, vers: u32, proc_: u32) -> Self {
+        RpcRecord {
+            conn,
+            xid: 0,
+            prog,
+            vers,
+            proc_,
+            call: "-",
+            reply: "-",
+            call_len: 0,
+            reply_len: 0,
+            result: "error",
+            errno: 0,
+            verified: None,
+            nfs: None,
+            data_fnv: None,
+            usec: 0,
+        }
+    }
+
     pub(crate) fn show(&self, m: &mut impl Write) -> fmt::Result {
         write!(
             m,
@@ -188,6 +186,9 @@ impl RpcRecord {
         if let Some(v) = self.verified {
             write!(m, " verified={}", u8::from(v))?;
         }
+        if let Some(n) = &self.nfs {
+            super::client::show_nfs(m, n, self.data_fnv)?;
+        }
         writeln!(m, " usec={}", self.usec)
     }
 }
@@ -206,7 +207,7 @@ impl RpcLog {
         }
     }
 
-    fn push(&mut self, r: RpcRecord) {
+    pub(super) fn push(&mut self, r: RpcRecord) {
         self.ring[self.next % KEEP_RPCS] = Some(r);
         self.next = self.next.wrapping_add(1);
     }
@@ -222,485 +223,19 @@ impl RpcLog {
     }
 }
 
-fn status_name(s: &ReplyStatus) -> &'static str {
-    match s {
-        ReplyStatus::Accepted(a) => a.name(),
-        ReplyStatus::Denied(_) => "denied",
-    }
-}
-
-fn call_plan_name(p: &CallPlan) -> &'static str {
-    match p {
-        CallPlan::Inline => "inline",
-        CallPlan::ReadChunk { .. } => "read_chunk",
-        CallPlan::PositionZero { .. } => "long",
-    }
-}
-
-fn reply_plan_name(p: &ReplyPlan) -> &'static str {
-    match p {
-        ReplyPlan::Inline => "inline",
-        ReplyPlan::WriteList { .. } => "write_list",
-        ReplyPlan::ReplyChunk { .. } => "reply_chunk",
-    }
-}
-
-fn n32(v: usize) -> u32 {
+pub(super) fn n32(v: usize) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
-fn short(_: crate::proto::xdr::Short) -> Error {
+pub(super) fn short(_: crate::proto::xdr::Short) -> Error {
     emsgsize()
-}
-
-/// The call's program, version, procedure and argument length.
-fn call_target(spec: &CallSpec) -> (u32, u32, u32, u32) {
-    match *spec {
-        CallSpec::NfsNull => (NFS_PROGRAM, 4, 0, 0),
-        CallSpec::Echo { len, ddp } => (
-            echo::PROGRAM,
-            echo::VERSION,
-            if ddp { echo::ECHO } else { echo::ECHO_NODDP },
-            n32(xdr_align(len as usize).unwrap_or(usize::MAX)).saturating_add(4),
-        ),
-        CallSpec::Rpc { prog, vers, proc_ } => (prog, vers, proc_, 0),
-    }
-}
-
-/// Writes the echo payload of `len` octets for `seed` as an XDR opaque.
-fn put_echo(w: &mut XdrWriter<'_>, seed: u32, len: u32) -> Result {
-    w.u32(len).map_err(short)?;
-    let pad = xdr_align(len as usize).ok_or_else(emsgsize)? - len as usize;
-    for i in 0..len as usize {
-        w.put_bytes(&[echo::pattern(seed, i)]).map_err(short)?;
-    }
-    w.put_bytes(&[0u8; 3][..pad]).map_err(short)
-}
-
-/// Fills `len` octets of `c` at `off` with the echo pattern for `seed`.
-fn fill_echo(c: &mut Chunk, off: u32, seed: u32, len: u32) -> Result {
-    let mut buf = [0u8; 256];
-    let mut i = 0u32;
-    while i < len {
-        let n = (len - i).min(buf.len() as u32);
-        for (k, b) in buf[..n as usize].iter_mut().enumerate() {
-            *b = echo::pattern(seed, (i as usize) + k);
-        }
-        c.write_at(off + i, &buf[..n as usize])?;
-        i += n;
-    }
-    Ok(())
-}
-
-/// Whether `len` octets of `c` at `off` are the echo pattern for `seed`.
-fn echo_matches(c: &mut Chunk, off: u32, seed: u32, len: u32) -> bool {
-    let mut buf = [0u8; 256];
-    let mut i = 0u32;
-    while i < len {
-        let n = (len - i).min(buf.len() as u32);
-        if c.read_at(off + i, &mut buf[..n as usize]).is_err() {
-            return false;
-        }
-        let same = buf[..n as usize]
-            .iter()
-            .enumerate()
-            .all(|(k, &b)| b == echo::pattern(seed, (i as usize) + k));
-        if !same {
-            return false;
-        }
-        i += n;
-    }
-    true
-}
-
-/// Whether a Reply chunk holding `written` octets carries a successful ECHO
-/// reply to `xid` with the `len`-octet payload.
-fn reply_chunk_echo_ok(c: &mut Chunk, written: u32, xid: u32, len: u32) -> bool {
-    let mut head = [0u8; REPLY_HEADER_LEN + 4];
-    if written < head.len() as u32 || c.read_at(0, &mut head).is_err() {
-        return false;
-    }
-    let Ok(r) = decode_reply(&head) else {
-        return false;
-    };
-    let data_at = r.results + 4;
-    r.xid == xid
-        && r.status == ReplyStatus::Accepted(AcceptStat::Success)
-        && data_at == head.len()
-        && XdrReader::new(&head[r.results..]).u32() == Ok(len)
-        && written >= n32(data_at).saturating_add(len)
-        && echo_matches(c, n32(data_at), xid, len)
-}
-
-/// Checks an echoed payload against the pattern for `seed`.
-fn check_echo(results: &[u8], seed: u32, len: u32) -> bool {
-    let mut r = XdrReader::new(results);
-    match r.opaque(echo::MAX_PAYLOAD as usize) {
-        Ok(data) => {
-            data.len() == len as usize
-                && data
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == echo::pattern(seed, i))
-        }
-        Err(_) => false,
-    }
 }
 
 impl Conn {
     /// Counts `n` on this connection and module-wide.
-    fn count(&self, c: X, n: u64) {
+    pub(super) fn count(&self, c: X, n: u64) {
         self.xs.add(c, n);
         self.state.stats.xprt.add(c, n);
-    }
-
-    /// Issues one RPC and waits for its reply. `Ok` means a reply came (whatever
-    /// its RPC status, recorded in `rpcs`); an ECHO whose payload came back
-    /// different is `EIO`.
-    pub(crate) fn call(&self, spec: &CallSpec) -> Result {
-        let start = Ktime::ktime_get();
-        let (prog, vers, proc_, args_len) = call_target(spec);
-        let (echo_len, ddp) = match spec {
-            CallSpec::Echo { len, ddp } => (Some(*len), *ddp),
-            _ => (None, false),
-        };
-        let mut rec = RpcRecord {
-            conn: self.id,
-            xid: 0,
-            prog,
-            vers,
-            proc_,
-            call: "-",
-            reply: "-",
-            call_len: n32(CALL_HEADER_LEN).saturating_add(args_len),
-            reply_len: 0,
-            result: "error",
-            errno: 0,
-            verified: None,
-            usec: 0,
-        };
-        let res = self.call_inner(&mut rec, echo_len, ddp);
-        rec.usec = (Ktime::ktime_get() - start).to_ns() / 1000;
-        if let Err(e) = res {
-            rec.errno = e.to_errno();
-        }
-        self.state.rpcs.lock().push(rec);
-        res
-    }
-
-    fn call_inner(&self, rec: &mut RpcRecord, echo_len: Option<u32>, ddp: bool) -> Result {
-        if self.role != Role::Client {
-            return Err(EINVAL);
-        }
-        let mut g = self.inner.lock();
-        let neg = match (&g.cm, &g.negotiated, g.state) {
-            (Some(_), Some(n), "established") => *n,
-            _ => return Err(enotconn()),
-        };
-        let echo_padded = echo_len.map(|len| n32(xdr_align(len as usize).unwrap_or(usize::MAX)));
-        let max_reply = n32(REPLY_HEADER_LEN + 8)
-            .saturating_add(echo_padded.map_or(0, |p| p.saturating_add(4)));
-        // The echo payload is DDP-eligible both ways, like NFS WRITE and READ data:
-        // a Read chunk at its XDR position, a Write chunk for the result.
-        let shape = RpcShape {
-            call_len: rec.call_len,
-            call_ddp: echo_len.filter(|_| ddp).map(|len| DdpItem {
-                position: ECHO_DATA_POS,
-                len,
-            }),
-            max_reply_len: max_reply,
-            reply_ddp_len: echo_len.filter(|_| ddp),
-        };
-        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
-        rec.call = call_plan_name(&p.call);
-        rec.reply = reply_plan_name(&p.reply);
-        let one_segment = |s: u32| if s == 1 { Ok(()) } else { Err(emsgsize()) };
-        match p.call {
-            CallPlan::Inline => {}
-            CallPlan::ReadChunk { segments, .. } | CallPlan::PositionZero { segments, .. } => {
-                one_segment(segments)?
-            }
-        }
-        match p.reply {
-            ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { segments, .. } | ReplyPlan::ReplyChunk { segments, .. } => {
-                one_segment(segments)?
-            }
-        }
-
-        // Wait for a credit (RFC 8166 Section 3.3.1).
-        let mut left = msecs_to_jiffies(CALL_TIMEOUT_MS);
-        while g.x.outstanding >= g.x.credits.min(QP_DEPTH) {
-            left = self.wait(&mut g, left)?;
-            if g.cm.is_none() {
-                return Err(enotconn());
-            }
-        }
-        let xid = g.x.next_xid;
-        g.x.next_xid = xid.wrapping_add(1);
-        rec.xid = xid;
-        let slot = g.x.pending.iter().position(|p| p.is_none()).ok_or(EBUSY)?;
-        g.x.pending[slot] = Some(Pending {
-            xid,
-            echo_len,
-            result: None,
-        });
-        g.x.outstanding += 1;
-
-        let mut chunks = CallChunks::default();
-        let result = self
-            .send_call(&g, rec, xid, &p, echo_len, &mut chunks)
-            .and_then(|()| self.wait_reply(&mut g, xid, left));
-        // Free the slot and the credit, whatever happened.
-        if let Some(p) =
-            g.x.pending
-                .iter_mut()
-                .find(|p| p.is_some_and(|p| p.xid == xid))
-        {
-            *p = None;
-        }
-        g.x.outstanding -= 1;
-        drop(g);
-        self.cv.notify_all();
-
-        // Verify what landed in our chunks, then release them: the reply's
-        // Send With Invalidate (if any) spares one LOCAL_INV.
-        let verified = match &result {
-            Ok(done) => self.finish_reply(done, &mut chunks, xid, echo_len),
-            Err(_) => None,
-        };
-        self.release_chunks(chunks, result.as_ref().ok().and_then(|d| d.invalidated));
-
-        let done = result?;
-        rec.reply = done.kind.name();
-        rec.reply_len = done.reply_len;
-        rec.result = status_name(&done.status);
-        rec.verified = verified;
-        if verified == Some(false) {
-            return Err(EIO);
-        }
-        Ok(())
-    }
-
-    /// Registers the chunks `p` asks for and sends the call.
-    fn send_call(
-        &self,
-        g: &ConnInner,
-        rec: &RpcRecord,
-        xid: u32,
-        p: &Plan,
-        echo_len: Option<u32>,
-        chunks: &mut CallChunks,
-    ) -> Result {
-        let cm = g.cm.as_ref().ok_or_else(enotconn)?;
-        let id = cm.as_ref();
-        let neg = g.negotiated.ok_or_else(enotconn)?;
-        let (prog, vers, proc_) = (rec.prog, rec.vers, rec.proc_);
-        let seg = |c: &Chunk| -> Result<Segment> {
-            let r = c.registration().ok_or(EINVAL)?;
-            Ok(Segment {
-                handle: r.rkey,
-                length: c.len(),
-                offset: r.iova,
-            })
-        };
-        let mut reads = [ReadSegment {
-            position: 0,
-            segment: Segment {
-                handle: 0,
-                length: 0,
-                offset: 0,
-            },
-        }];
-        let mut nreads = 0;
-        let mut nomsg = false;
-        // How much of the RPC call goes in the Send.
-        let mut inline_args = true;
-        match p.call {
-            CallPlan::Inline => self.count(X::CallsInline, 1),
-            CallPlan::ReadChunk { position, len, .. } => {
-                let mut c = Chunk::new(&id, len)?;
-                fill_echo(&mut c, 0, xid, len)?;
-                c.register(false)?;
-                reads[0] = ReadSegment {
-                    position,
-                    segment: seg(&c)?,
-                };
-                nreads = 1;
-                inline_args = false;
-                chunks.call = Some(c);
-                self.count(X::CallsReadChunk, 1);
-            }
-            CallPlan::PositionZero { len, .. } => {
-                // The whole call message, padded, in the chunk.
-                let mut c = Chunk::new(&id, len)?;
-                let mut head = [0u8; CALL_HEADER_LEN + 4];
-                let n = encode_call(&mut head, xid, prog, vers, proc_).map_err(short)?;
-                let mut w = XdrWriter::new(&mut head[n..]);
-                if let Some(l) = echo_len {
-                    w.u32(l).map_err(short)?;
-                }
-                let hn = n + w.position();
-                c.write_at(0, &head[..hn])?;
-                if let Some(l) = echo_len {
-                    fill_echo(&mut c, n32(hn), xid, l)?;
-                    let pad = len - n32(hn) - l;
-                    c.write_at(n32(hn) + l, &[0u8; 3][..pad as usize])?;
-                }
-                c.register(false)?;
-                reads[0] = ReadSegment {
-                    position: 0,
-                    segment: seg(&c)?,
-                };
-                nreads = 1;
-                nomsg = true;
-                chunks.call = Some(c);
-                self.count(X::CallsLong, 1);
-            }
-        }
-        let mut wseg = [Segment {
-            handle: 0,
-            length: 0,
-            offset: 0,
-        }];
-        let mut writes: [&[Segment]; 1] = [&[]];
-        let mut nwrites = 0;
-        let mut reply = None;
-        match p.reply {
-            ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
-                let mut c = Chunk::new(&id, len)?;
-                c.register(true)?;
-                wseg[0] = seg(&c)?;
-                chunks.reply = Some(c);
-            }
-        }
-        match p.reply {
-            ReplyPlan::WriteList { .. } => {
-                writes[0] = &wseg;
-                nwrites = 1;
-            }
-            ReplyPlan::ReplyChunk { .. } => reply = Some(&wseg[..]),
-            ReplyPlan::Inline => {}
-        }
-        let spec = MsgSpec {
-            xid,
-            credits: QP_DEPTH,
-            nomsg,
-            reads: &reads[..nreads],
-            writes: &writes[..nwrites],
-            reply,
-        };
-        let mut sent = 0;
-        id.send(None, |buf| {
-            let limit = buf.len().min(neg.c2s as usize);
-            let buf = &mut buf[..limit];
-            let h = encode_msg(buf, &spec).map_err(short)?;
-            if nomsg {
-                sent = h;
-                return Ok(h);
-            }
-            let c = encode_call(&mut buf[h..], xid, prog, vers, proc_).map_err(short)?;
-            let mut w = XdrWriter::new(&mut buf[h + c..]);
-            if let Some(len) = echo_len {
-                if inline_args {
-                    put_echo(&mut w, xid, len)?;
-                } else {
-                    // The data is in the Read chunk; its XDR pad is not sent.
-                    w.u32(len).map_err(short)?;
-                }
-            }
-            sent = h + c + w.position();
-            Ok(sent)
-        })?;
-        self.count(X::CallsSent, 1);
-        self.count(X::BytesSend, sent as u64);
-        Ok(())
-    }
-
-    /// Checks what the reply left in our chunks; `None` when there is nothing
-    /// to verify (not an ECHO).
-    fn finish_reply(
-        &self,
-        done: &Done,
-        chunks: &mut CallChunks,
-        xid: u32,
-        echo_len: Option<u32>,
-    ) -> Option<bool> {
-        let len = echo_len?;
-        if done.status != ReplyStatus::Accepted(AcceptStat::Success) {
-            return Some(false);
-        }
-        let ok = match done.kind {
-            ReplyKind::Inline => done.inline_ok,
-            ReplyKind::WriteList { written } => {
-                done.inline_ok
-                    && written == len
-                    && chunks
-                        .reply
-                        .as_mut()
-                        .is_some_and(|c| echo_matches(c, 0, xid, len))
-            }
-            ReplyKind::ReplyChunk { written } => chunks
-                .reply
-                .as_mut()
-                .is_some_and(|c| reply_chunk_echo_ok(c, written, xid, len)),
-        };
-        Some(ok)
-    }
-
-    /// Releases the call's chunks; `invalidated` is the rkey the reply's Send
-    /// With Invalidate invalidated, if any.
-    fn release_chunks(&self, chunks: CallChunks, invalidated: Option<u32>) {
-        let mut matched = false;
-        for mut c in [chunks.call, chunks.reply].into_iter().flatten() {
-            if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
-                c.remotely_invalidated();
-                matched = true;
-            }
-            if c.release() {
-                self.count(X::LocalInvalidations, 1);
-            }
-        }
-        match (invalidated, matched) {
-            (Some(_), true) => self.count(X::RemoteInvalidations, 1),
-            // An rkey that is not one of this call's: the peer invalidated
-            // something else (RFC 8797 says it must not).
-            (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
-            _ => {}
-        }
-    }
-
-    /// Waits on the connection's condition variable for at most `left` jiffies.
-    fn wait(
-        &self,
-        g: &mut kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
-        left: kernel::time::Jiffies,
-    ) -> Result<kernel::time::Jiffies> {
-        use kernel::sync::CondVarTimeoutResult as W;
-        match self.cv.wait_interruptible_timeout(g, left) {
-            W::Woken { jiffies } => Ok(jiffies),
-            W::Timeout => {
-                self.count(X::RpcTimeouts, 1);
-                Err(etimedout())
-            }
-            W::Signal { .. } => Err(EINTR),
-        }
-    }
-
-    fn wait_reply(
-        &self,
-        g: &mut kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
-        xid: u32,
-        mut left: kernel::time::Jiffies,
-    ) -> Result<Done> {
-        loop {
-            match g.x.slot(xid).and_then(|p| p.result) {
-                Some(Ok(d)) => return Ok(d),
-                Some(Err(errno)) => return Err(Error::from_errno(errno)),
-                None => left = self.wait(g, left)?,
-            }
-        }
     }
 
     /// A Receive completed on this connection's QP.
@@ -723,108 +258,6 @@ impl Conn {
         if wc.status != 0 && wc.status != WC_FLUSHED {
             self.count(X::SendErrors, 1);
         }
-    }
-
-    fn reply_received(&self, data: &[u8], invalidated: Option<u32>) {
-        let mut g = self.inner.lock();
-        let outcome = match decode(data, &Limits::DEFAULT) {
-            Err((xid, _)) => {
-                self.count(X::HeaderErrors, 1);
-                xid.map(|x| (x, Err(eproto().to_errno())))
-            }
-            Ok(h) => {
-                g.x.credits = h.credits.clamp(1, QP_DEPTH);
-                let echo_len = g.x.slot(h.xid).and_then(|p| p.echo_len);
-                Some((
-                    h.xid,
-                    self.decode_reply_msg(&h, data, echo_len, invalidated),
-                ))
-            }
-        };
-        let Some((xid, result)) = outcome else { return };
-        match g.x.slot(xid) {
-            Some(p) if p.result.is_none() => {
-                p.result = Some(result);
-                self.count(X::RepliesReceived, 1);
-                drop(g);
-                self.cv.notify_all();
-            }
-            _ => self.count(X::RepliesUnmatched, 1),
-        }
-    }
-
-    /// What a reply's transport header and inline part say.
-    fn decode_reply_msg(
-        &self,
-        h: &Header<'_>,
-        data: &[u8],
-        echo_len: Option<u32>,
-        invalidated: Option<u32>,
-    ) -> core::result::Result<Done, i32> {
-        let chunks = match h.body {
-            Body::Error(_) => {
-                self.count(X::RdmaErrorReceived, 1);
-                return Err(eremoteio().to_errno());
-            }
-            Body::Msg(c) | Body::NoMsg(c) => c,
-        };
-        // What the responder wrote: the first Write chunk's echoed lengths, and
-        // the Reply chunk's.
-        let written = chunks
-            .write_list()
-            .next()
-            .map(|segs| n32(segs.total_len() as usize));
-        if let Body::NoMsg(_) = h.body {
-            let Some(total) = chunks.reply_chunk().map(|s| s.total_len()) else {
-                self.count(X::HeaderErrors, 1);
-                return Err(eproto().to_errno());
-            };
-            self.count(X::RepliesReplyChunk, 1);
-            return Ok(Done {
-                // Decoded from the chunk by the caller.
-                status: ReplyStatus::Accepted(AcceptStat::Success),
-                reply_len: n32(total as usize),
-                inline_ok: false,
-                kind: ReplyKind::ReplyChunk {
-                    written: n32(total as usize),
-                },
-                invalidated,
-            });
-        }
-        let rpc = &data[h.len..];
-        let r = match decode_reply(rpc) {
-            Ok(r) if r.xid == h.xid => r,
-            _ => {
-                self.count(X::RpcErrors, 1);
-                return Err(eproto().to_errno());
-            }
-        };
-        let results = &rpc[r.results..];
-        let (kind, inline_ok, reply_len) = match written.filter(|w| *w > 0) {
-            Some(w) => {
-                self.count(X::RepliesWriteList, 1);
-                // Inline: the opaque's length word only; the data is in the chunk.
-                let ok = echo_len
-                    .is_some_and(|len| XdrReader::new(results).u32().is_ok_and(|l| l == len));
-                (
-                    ReplyKind::WriteList { written: w },
-                    ok,
-                    n32(rpc.len()).saturating_add(w),
-                )
-            }
-            None => {
-                self.count(X::RepliesInline, 1);
-                let ok = echo_len.is_some_and(|len| check_echo(results, h.xid, len));
-                (ReplyKind::Inline, ok, n32(rpc.len()))
-            }
-        };
-        Ok(Done {
-            status: r.status,
-            reply_len,
-            inline_ok,
-            kind,
-            invalidated,
-        })
     }
 
     fn call_received(&self, id: &CmIdRef<'_>, data: &[u8]) {

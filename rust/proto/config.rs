@@ -105,6 +105,8 @@ pub enum CallSpec {
         /// Whether the payload is DDP-eligible (ECHO) or not (ECHO_NODDP).
         ddp: bool,
     },
+    /// `call ID nfs ...`: an NFSv4.0 COMPOUND (see [`NfsSpec`]).
+    Nfs(NfsSpec),
     /// `call ID rpc PROG VERS PROC`: any procedure, without arguments.
     Rpc {
         /// Program.
@@ -114,6 +116,104 @@ pub enum CallSpec {
         /// Procedure.
         proc_: u32,
     },
+}
+
+/// Longest file name an `nfs` command takes.
+pub const NFS_NAME_MAX: usize = 64;
+
+/// What an `nfs` command does after PUTROOTFH and (unless the name is `/`) a
+/// LOOKUP of its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NfsOp {
+    /// `nfs getattr NAME`: GETATTR of type and size.
+    GetAttr,
+    /// `nfs read NAME COUNT [OFFSET]`.
+    Read {
+        /// Octets.
+        count: u32,
+        /// File offset.
+        offset: u64,
+    },
+    /// `nfs write NAME COUNT SEED [OFFSET]`: COUNT octets of the echo pattern
+    /// for SEED.
+    Write {
+        /// Octets.
+        count: u32,
+        /// Pattern seed.
+        seed: u32,
+        /// File offset.
+        offset: u64,
+    },
+    /// `nfs readdir NAME [MAXCOUNT]` (default 131072).
+    ReadDir {
+        /// READDIR `maxcount`.
+        maxcount: u32,
+    },
+}
+
+/// An `nfs` command: the operation and the name it applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NfsSpec {
+    /// What to do.
+    pub op: NfsOp,
+    name: [u8; NFS_NAME_MAX],
+    name_len: u8,
+}
+
+impl NfsSpec {
+    /// The name to LOOKUP; empty for the root (`/`).
+    pub fn name(&self) -> &[u8] {
+        &self.name[..self.name_len as usize]
+    }
+}
+
+fn parse_nfs<'a>(mut w: impl Iterator<Item = &'a str>) -> Option<NfsSpec> {
+    let verb = w.next()?;
+    let name = w.next()?;
+    if name.len() > NFS_NAME_MAX || name.is_empty() || (name.contains('/') && name != "/") {
+        return None;
+    }
+    let num = |s: Option<&str>| s.map(u64::from_str).transpose().ok();
+    let op = match verb {
+        "getattr" => NfsOp::GetAttr,
+        "read" => {
+            let count = u32::from_str(w.next()?).ok()?;
+            let offset = num(w.next())?.unwrap_or(0);
+            (count <= crate::proto::rpc::echo::MAX_PAYLOAD)
+                .then_some(NfsOp::Read { count, offset })?
+        }
+        "write" => {
+            let count = u32::from_str(w.next()?).ok()?;
+            let seed = u32::from_str(w.next()?).ok()?;
+            let offset = num(w.next())?.unwrap_or(0);
+            (count <= crate::proto::rpc::echo::MAX_PAYLOAD).then_some(NfsOp::Write {
+                count,
+                seed,
+                offset,
+            })?
+        }
+        "readdir" => {
+            let maxcount = num(w.next())?.unwrap_or(131_072);
+            let maxcount = u32::try_from(maxcount)
+                .ok()
+                .filter(|m| (512..=1 << 20).contains(m))?;
+            NfsOp::ReadDir { maxcount }
+        }
+        _ => return None,
+    };
+    if w.next().is_some() {
+        return None;
+    }
+    let mut spec = NfsSpec {
+        op,
+        name: [0; NFS_NAME_MAX],
+        name_len: 0,
+    };
+    if name != "/" {
+        spec.name[..name.len()].copy_from_slice(name.as_bytes());
+        spec.name_len = name.len() as u8;
+    }
+    Some(spec)
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -167,6 +267,7 @@ pub fn parse_command(s: &str) -> Option<Command> {
                     (len <= crate::proto::rpc::echo::MAX_PAYLOAD)
                         .then_some(CallSpec::Echo { len, ddp })?
                 }
+                "nfs" => return parse_nfs(w).map(|n| Command::Call(id, CallSpec::Nfs(n))),
                 "rpc" => CallSpec::Rpc {
                     prog: u32::from_str(w.next()?).ok()?,
                     vers: u32::from_str(w.next()?).ok()?,
@@ -182,7 +283,9 @@ pub fn parse_command(s: &str) -> Option<Command> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::{format, vec, vec::Vec};
 
     #[test]
     fn sizes_are_refused_not_rounded() {
@@ -270,6 +373,60 @@ mod tests {
         assert_eq!(parse_command("call 3 rpc 1 2"), None);
         assert_eq!(parse_command("call x null"), None);
         assert_eq!(parse_command("call 3 dance"), None);
+    }
+
+    fn nfs(s: &str) -> Option<(NfsOp, Vec<u8>)> {
+        match parse_command(s)? {
+            Command::Call(_, CallSpec::Nfs(n)) => Some((n.op, n.name().to_vec())),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn nfs_commands() {
+        assert_eq!(nfs("call 1 nfs getattr /"), Some((NfsOp::GetAttr, vec![])));
+        assert_eq!(
+            nfs("call 1 nfs read f1 4096"),
+            Some((
+                NfsOp::Read {
+                    count: 4096,
+                    offset: 0
+                },
+                b"f1".to_vec()
+            ))
+        );
+        assert_eq!(
+            nfs("call 1 nfs read f1 1 7"),
+            Some((
+                NfsOp::Read {
+                    count: 1,
+                    offset: 7
+                },
+                b"f1".to_vec()
+            ))
+        );
+        assert_eq!(
+            nfs("call 1 nfs write w 10 99"),
+            Some((
+                NfsOp::Write {
+                    count: 10,
+                    seed: 99,
+                    offset: 0
+                },
+                b"w".to_vec()
+            ))
+        );
+        assert_eq!(
+            nfs("call 1 nfs readdir d"),
+            Some((NfsOp::ReadDir { maxcount: 131_072 }, b"d".to_vec()))
+        );
+        assert_eq!(nfs("call 1 nfs read f1 1048577"), None);
+        assert_eq!(nfs("call 1 nfs read a/b 1"), None);
+        assert_eq!(nfs("call 1 nfs write w 10"), None);
+        assert_eq!(nfs("call 1 nfs readdir d 100"), None);
+        assert_eq!(nfs("call 1 nfs getattr / x"), None);
+        assert_eq!(nfs(&format!("call 1 nfs getattr {}", "n".repeat(65))), None);
+        assert_eq!(nfs("call 1 nfs chmod f"), None);
     }
 
     #[test]

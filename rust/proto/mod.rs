@@ -11,6 +11,7 @@ pub mod chunk;
 pub mod config;
 pub mod header;
 pub mod negotiate;
+pub mod nfs4;
 pub mod pvt_data;
 pub mod rpc;
 pub mod ulb;

@@ -146,6 +146,29 @@ fn skip_auth(r: &mut XdrReader<'_>) -> Result<(), RpcError> {
     Ok(())
 }
 
+/// `auth_flavor` AUTH_SYS.
+pub const AUTH_SYS: u32 = 1;
+/// The machine name our AUTH_SYS credentials carry.
+pub const MACHINE_NAME: &[u8] = b"rpcrdma_cm";
+/// Length of a call header with our AUTH_SYS credential and an AUTH_NONE
+/// verifier.
+pub const CALL_HEADER_SYS_LEN: usize = 24 + 8 + 4 + 4 + 12 + 12 + 8;
+
+/// The credential of a call we send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cred {
+    /// AUTH_NONE.
+    None,
+    /// AUTH_SYS with this uid and gid, no supplementary groups, stamp 0 and
+    /// [`MACHINE_NAME`].
+    Sys {
+        /// User id.
+        uid: u32,
+        /// Group id.
+        gid: u32,
+    },
+}
+
 /// Encodes a call header with AUTH_NONE credential and verifier; returns its
 /// length ([`CALL_HEADER_LEN`]).
 pub fn encode_call(
@@ -155,21 +178,41 @@ pub fn encode_call(
     vers: u32,
     proc_: u32,
 ) -> Result<usize, Short> {
+    encode_call_cred(buf, xid, prog, vers, proc_, Cred::None)
+}
+
+/// Encodes a call header with `cred` and an AUTH_NONE verifier; returns its
+/// length ([`CALL_HEADER_LEN`] or [`CALL_HEADER_SYS_LEN`]).
+pub fn encode_call_cred(
+    buf: &mut [u8],
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: Cred,
+) -> Result<usize, Short> {
     let mut w = XdrWriter::new(buf);
-    for v in [
-        xid,
-        CALL,
-        RPC_VERSION,
-        prog,
-        vers,
-        proc_,
-        AUTH_NONE,
-        0,
-        AUTH_NONE,
-        0,
-    ] {
+    for v in [xid, CALL, RPC_VERSION, prog, vers, proc_] {
         w.u32(v)?;
     }
+    match cred {
+        Cred::None => {
+            w.u32(AUTH_NONE)?;
+            w.u32(0)?;
+        }
+        Cred::Sys { uid, gid } => {
+            w.u32(AUTH_SYS)?;
+            let name_len = MACHINE_NAME.len().div_ceil(4) * 4;
+            w.u32((4 + 4 + name_len + 12) as u32)?;
+            w.u32(0)?;
+            w.opaque(MACHINE_NAME)?;
+            w.u32(uid)?;
+            w.u32(gid)?;
+            w.u32(0)?;
+        }
+    }
+    w.u32(AUTH_NONE)?;
+    w.u32(0)?;
     Ok(w.position())
 }
 
@@ -308,6 +351,16 @@ mod tests {
             (h.xid, h.prog, h.vers, h.proc_, h.args),
             (7, 100_003, 4, 0, 40)
         );
+    }
+
+    #[test]
+    fn auth_sys_call_header() {
+        let mut b = [0u8; 128];
+        let n = encode_call_cred(&mut b, 3, 100_003, 4, 1, Cred::Sys { uid: 0, gid: 0 }).unwrap();
+        assert_eq!(n, CALL_HEADER_SYS_LEN);
+        let h = decode_call(&b[..n]).unwrap();
+        assert_eq!((h.xid, h.proc_, h.args), (3, 1, n));
+        assert_eq!(&b[24..28], &AUTH_SYS.to_be_bytes());
     }
 
     #[test]

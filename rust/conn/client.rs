@@ -1,0 +1,763 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester (client role): one RPC at a time per caller, planned by the
+//! protocol core for the connection's negotiated thresholds.
+//!
+//! A call is described by a [`Req`]: its RPC call header and arguments up to a
+//! data item (`head`), then the data item (`data`: the echo pattern, generated
+//! where it is needed, in the Send or in a chunk, never copied twice), then its
+//! XDR pad. If the item is DDP-eligible (ECHO payload, NFS WRITE data) and the
+//! call does not fit inline, it goes in a Read chunk at its XDR position; else
+//! the whole message goes in a Position-Zero Read chunk (RDMA_NOMSG). The reply
+//! comes inline, with its DDP-eligible result (ECHO payload, NFS READ data) in
+//! a Write chunk, or whole in a Reply chunk; the caller's check reads it from
+//! wherever it came.
+
+use kernel::alloc::KVVec;
+use kernel::prelude::*;
+use kernel::time::{msecs_to_jiffies, Jiffies, Ktime};
+
+use super::xprt::{n32, short, Done, Pending, ReplyKind, RpcRecord};
+use super::{Conn, ConnInner, QP_DEPTH};
+use crate::proto::chunk::{plan, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
+use crate::proto::config::{CallSpec, NfsOp, NfsSpec};
+use crate::proto::header::{
+    decode, encode_msg, Body, Header, Limits, MsgSpec, ReadSegment, Segment,
+};
+use crate::proto::negotiate::Role;
+use crate::proto::nfs4::{decode_compound, encode_compound, fnv1a64, Op, Summary, FNV_BASIS};
+use crate::proto::rpc::{
+    decode_reply, echo, encode_call_cred, AcceptStat, Cred, ReplyStatus, CALL_HEADER_SYS_LEN,
+    REPLY_HEADER_LEN,
+};
+use crate::proto::ulb::{compound_res_head, nfs4_op_max_reply, NFS_PROGRAM};
+use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
+use crate::stats::XprtCounter as X;
+use crate::sys::chunk::Chunk;
+use crate::sys::errno::{emsgsize, enotconn, eproto, eremoteio, etimedout};
+use kernel::sync::CondVarTimeoutResult as W;
+
+type Guard<'a, T> = kernel::sync::lock::Guard<'a, T, kernel::sync::lock::mutex::MutexBackend>;
+
+/// How long a call waits for its reply (and for a credit).
+const CALL_TIMEOUT_MS: u32 = 15_000;
+/// Largest segment one FRWR registration covers (for planning): 2 MiB, rxe's
+/// 512-page registration limit; each chunk is one segment.
+const MAX_SEGMENT: u32 = 2 << 20;
+/// Room for the RPC call header and arguments before the data item.
+const HEAD_MAX: usize = 512;
+/// Credential of our NFS calls: root (the selftests export with no_root_squash).
+const NFS_CRED: Cred = Cred::Sys { uid: 0, gid: 0 };
+
+/// What one call sends and expects.
+struct Req<'a> {
+    spec: &'a CallSpec,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: Cred,
+    /// The data item: its length and the seed of its pattern (`None`: the XID).
+    data: Option<(u32, Option<u32>)>,
+    /// Whether the data item is DDP-eligible (may go in a Read chunk).
+    data_ddp: bool,
+    /// Largest possible RPC reply.
+    max_reply: u32,
+    /// Largest DDP-eligible result of the reply.
+    reply_ddp: Option<u32>,
+}
+
+/// The NFS operations of an `nfs` command.
+fn nfs_ops<'a>(n: &'a NfsSpec, ops: &mut [Op<'a>; 3]) -> usize {
+    let mut k = 0;
+    let mut put = |op| {
+        ops[k] = op;
+        k += 1;
+    };
+    put(Op::PutRootFh);
+    if !n.name().is_empty() {
+        put(Op::Lookup(n.name()));
+    }
+    put(match n.op {
+        NfsOp::GetAttr => Op::GetAttr,
+        NfsOp::Read { count, offset } => Op::Read { offset, count },
+        NfsOp::Write { count, offset, .. } => Op::Write { offset, len: count },
+        NfsOp::ReadDir { maxcount } => Op::ReadDir { maxcount },
+    });
+    k
+}
+
+impl<'a> Req<'a> {
+    fn new(spec: &'a CallSpec) -> Req<'a> {
+        let reply_head = n32(REPLY_HEADER_LEN + 8);
+        let padded = |len: u32| n32(xdr_align(len as usize).unwrap_or(usize::MAX));
+        let base = Req {
+            spec,
+            prog: 0,
+            vers: 0,
+            proc_: 0,
+            cred: Cred::None,
+            data: None,
+            data_ddp: false,
+            max_reply: reply_head,
+            reply_ddp: None,
+        };
+        match *spec {
+            CallSpec::NfsNull => Req {
+                prog: NFS_PROGRAM,
+                vers: 4,
+                ..base
+            },
+            CallSpec::Rpc { prog, vers, proc_ } => Req {
+                prog,
+                vers,
+                proc_,
+                ..base
+            },
+            CallSpec::Echo { len, ddp } => Req {
+                prog: echo::PROGRAM,
+                vers: echo::VERSION,
+                proc_: if ddp { echo::ECHO } else { echo::ECHO_NODDP },
+                data: Some((len, None)),
+                data_ddp: ddp,
+                max_reply: reply_head.saturating_add(4).saturating_add(padded(len)),
+                reply_ddp: ddp.then_some(len),
+                ..base
+            },
+            CallSpec::Nfs(ref n) => {
+                let mut ops = [Op::PutRootFh; 3];
+                let k = nfs_ops(n, &mut ops);
+                let bound = |op: &Op<'_>| match *op {
+                    Op::Read { count, .. } => nfs4_op_max_reply(op.code(), count),
+                    Op::ReadDir { maxcount } => nfs4_op_max_reply(op.code(), maxcount),
+                    _ => nfs4_op_max_reply(op.code(), 64),
+                };
+                let max_reply = ops[..k]
+                    .iter()
+                    .map(|op| bound(op).unwrap_or(u32::MAX))
+                    .fold(
+                        reply_head.saturating_add(compound_res_head(0)),
+                        u32::saturating_add,
+                    );
+                let (data, reply_ddp) = match n.op {
+                    NfsOp::Write { count, seed, .. } => (Some((count, Some(seed))), None),
+                    NfsOp::Read { count, .. } => (None, Some(count)),
+                    _ => (None, None),
+                };
+                Req {
+                    prog: NFS_PROGRAM,
+                    vers: 4,
+                    proc_: 1,
+                    cred: NFS_CRED,
+                    data,
+                    data_ddp: data.is_some(),
+                    max_reply,
+                    reply_ddp,
+                    ..base
+                }
+            }
+        }
+    }
+
+    /// Encodes the RPC call header and the arguments up to the data item.
+    fn head(&self, xid: u32, buf: &mut [u8]) -> Result<usize> {
+        let n = encode_call_cred(buf, xid, self.prog, self.vers, self.proc_, self.cred)
+            .map_err(short)?;
+        let mut w = XdrWriter::new(&mut buf[n..]);
+        match self.spec {
+            CallSpec::Echo { len, .. } => w.u32(*len).map_err(short)?,
+            CallSpec::Nfs(nfs) => {
+                let mut ops = [Op::PutRootFh; 3];
+                let k = nfs_ops(nfs, &mut ops);
+                encode_compound(&mut w, &ops[..k]).map_err(|_| emsgsize())?;
+            }
+            _ => {}
+        }
+        Ok(n + w.position())
+    }
+
+    /// Length of the head (the XID does not change it).
+    fn head_len(&self) -> Result<u32> {
+        let mut buf = [0u8; HEAD_MAX];
+        self.head(0, &mut buf).map(n32)
+    }
+
+    fn data_len(&self) -> u32 {
+        self.data.map_or(0, |(len, _)| len)
+    }
+
+    fn seed(&self, xid: u32) -> u32 {
+        self.data.and_then(|(_, s)| s).unwrap_or(xid)
+    }
+}
+
+/// Writes the data item's pattern (`len` octets for `seed`, starting at
+/// pattern index `from`) to `out`.
+fn pattern_into(out: &mut [u8], seed: u32, from: usize) {
+    for (k, b) in out.iter_mut().enumerate() {
+        *b = echo::pattern(seed, from + k);
+    }
+}
+
+/// Fills `len` octets of `c` at `off` with the pattern for `seed`.
+fn fill_pattern(c: &mut Chunk, off: u32, seed: u32, len: u32) -> Result {
+    let mut buf = [0u8; 256];
+    let mut i = 0u32;
+    while i < len {
+        let n = (len - i).min(buf.len() as u32);
+        pattern_into(&mut buf[..n as usize], seed, i as usize);
+        c.write_at(off + i, &buf[..n as usize])?;
+        i += n;
+    }
+    Ok(())
+}
+
+/// Feeds `len` octets of `c` at `off` to `f`, 256 at a time.
+fn scan(c: &mut Chunk, off: u32, len: u32, mut f: impl FnMut(usize, &[u8])) -> Result {
+    let mut buf = [0u8; 256];
+    let mut i = 0u32;
+    while i < len {
+        let n = (len - i).min(buf.len() as u32);
+        c.read_at(off + i, &mut buf[..n as usize])?;
+        f(i as usize, &buf[..n as usize]);
+        i += n;
+    }
+    Ok(())
+}
+
+fn is_pattern(data: &[u8], seed: u32, from: usize) -> bool {
+    data.iter()
+        .enumerate()
+        .all(|(k, &b)| b == echo::pattern(seed, from + k))
+}
+
+/// The chunks registered for one call.
+#[derive(Default)]
+pub(super) struct CallChunks {
+    /// Read chunk or Position-Zero Read chunk.
+    call: Option<Chunk>,
+    /// Write chunk or Reply chunk.
+    reply: Option<Chunk>,
+}
+
+fn call_plan_name(p: &CallPlan) -> &'static str {
+    match p {
+        CallPlan::Inline => "inline",
+        CallPlan::ReadChunk { .. } => "read_chunk",
+        CallPlan::PositionZero { .. } => "long",
+    }
+}
+
+fn reply_plan_name(p: &ReplyPlan) -> &'static str {
+    match p {
+        ReplyPlan::Inline => "inline",
+        ReplyPlan::WriteList { .. } => "write_list",
+        ReplyPlan::ReplyChunk { .. } => "reply_chunk",
+    }
+}
+
+fn status_name(s: &ReplyStatus) -> &'static str {
+    match s {
+        ReplyStatus::Accepted(a) => a.name(),
+        ReplyStatus::Denied(_) => "denied",
+    }
+}
+
+impl Conn {
+    /// Issues one RPC and waits for its reply. `Ok` means a reply came (whatever
+    /// its RPC status, recorded in `rpcs`); an ECHO whose payload came back
+    /// different, or an NFS reply that cannot be decoded, is `EIO`.
+    pub(crate) fn call(&self, spec: &CallSpec) -> Result {
+        let start = Ktime::ktime_get();
+        let req = Req::new(spec);
+        let mut rec = RpcRecord::new(self.id, req.prog, req.vers, req.proc_);
+        let res = self.call_inner(&req, &mut rec);
+        rec.usec = (Ktime::ktime_get() - start).to_ns() / 1000;
+        if let Err(e) = res {
+            rec.errno = e.to_errno();
+        }
+        self.state.rpcs.lock().push(rec);
+        res
+    }
+
+    fn call_inner(&self, req: &Req<'_>, rec: &mut RpcRecord) -> Result {
+        if self.role != Role::Client {
+            return Err(EINVAL);
+        }
+        let head_len = req.head_len()?;
+        let data_len = req.data_len();
+        let padded = n32(xdr_align(data_len as usize).ok_or(EINVAL)?);
+        rec.call_len = head_len.saturating_add(padded);
+        let mut g = self.inner.lock();
+        let neg = match (&g.cm, &g.negotiated, g.state) {
+            (Some(_), Some(n), "established") => *n,
+            _ => return Err(enotconn()),
+        };
+        let shape = RpcShape {
+            call_len: rec.call_len,
+            call_ddp: req.data.filter(|_| req.data_ddp).map(|(len, _)| DdpItem {
+                position: head_len,
+                len,
+            }),
+            max_reply_len: req.max_reply,
+            reply_ddp_len: req.reply_ddp,
+        };
+        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
+        rec.call = call_plan_name(&p.call);
+        rec.reply = reply_plan_name(&p.reply);
+        let one_segment = |s: u32| if s == 1 { Ok(()) } else { Err(emsgsize()) };
+        match p.call {
+            CallPlan::Inline => {}
+            CallPlan::ReadChunk { segments, .. } | CallPlan::PositionZero { segments, .. } => {
+                one_segment(segments)?
+            }
+        }
+        match p.reply {
+            ReplyPlan::Inline => {}
+            ReplyPlan::WriteList { segments, .. } | ReplyPlan::ReplyChunk { segments, .. } => {
+                one_segment(segments)?
+            }
+        }
+
+        // Wait for a credit (RFC 8166 Section 3.3.1).
+        let mut left = msecs_to_jiffies(CALL_TIMEOUT_MS);
+        while g.x.outstanding >= g.x.credits.min(QP_DEPTH) {
+            left = self.wait(&mut g, left)?;
+            if g.cm.is_none() {
+                return Err(enotconn());
+            }
+        }
+        let xid = g.x.next_xid;
+        g.x.next_xid = xid.wrapping_add(1);
+        rec.xid = xid;
+        let slot = g.x.pending.iter().position(|p| p.is_none()).ok_or(EBUSY)?;
+        g.x.pending[slot] = Some(Pending { xid, result: None });
+        g.x.outstanding += 1;
+
+        let mut chunks = CallChunks::default();
+        let result = self
+            .send_call(&g, req, xid, &p, &mut chunks)
+            .and_then(|()| self.wait_reply(&mut g, xid, left));
+        // Free the slot and the credit, whatever happened.
+        if let Some(p) =
+            g.x.pending
+                .iter_mut()
+                .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))
+        {
+            *p = None;
+        }
+        g.x.outstanding -= 1;
+        drop(g);
+        self.cv.notify_all();
+
+        // Check what came back (in the Send or in our chunks), then release the
+        // chunks: the reply's Send With Invalidate (if any) spares one LOCAL_INV.
+        let checked = match &result {
+            Ok(done) => self.finish_reply(req, done, &mut chunks, xid, rec),
+            Err(_) => Ok(()),
+        };
+        self.release_chunks(chunks, result.as_ref().ok().and_then(|d| d.invalidated));
+        let done = result?;
+        rec.reply = done.kind.name();
+        rec.reply_len = done.reply_len;
+        checked?;
+        if rec.verified == Some(false) {
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    /// Registers the chunks `p` asks for and sends the call.
+    fn send_call(
+        &self,
+        g: &ConnInner,
+        req: &Req<'_>,
+        xid: u32,
+        p: &Plan,
+        chunks: &mut CallChunks,
+    ) -> Result {
+        let cm = g.cm.as_ref().ok_or_else(enotconn)?;
+        let id = cm.as_ref();
+        let neg = g.negotiated.ok_or_else(enotconn)?;
+        let mut head = [0u8; HEAD_MAX];
+        let hn = req.head(xid, &mut head)?;
+        let head = &head[..hn];
+        let (data_len, seed) = (req.data_len(), req.seed(xid));
+        let pad = n32(xdr_align(data_len as usize).ok_or(EINVAL)?) - data_len;
+        let seg = |c: &Chunk| -> Result<Segment> {
+            let r = c.registration().ok_or(EINVAL)?;
+            Ok(Segment {
+                handle: r.rkey,
+                length: c.len(),
+                offset: r.iova,
+            })
+        };
+        let mut reads = [ReadSegment {
+            position: 0,
+            segment: Segment {
+                handle: 0,
+                length: 0,
+                offset: 0,
+            },
+        }];
+        let mut nreads = 0;
+        let mut nomsg = false;
+        // Whether the data item (and its pad) travel in the Send.
+        let mut data_inline = true;
+        match p.call {
+            CallPlan::Inline => self.count(X::CallsInline, 1),
+            CallPlan::ReadChunk { position, len, .. } => {
+                let mut c = Chunk::new(&id, len)?;
+                fill_pattern(&mut c, 0, seed, len)?;
+                c.register(false)?;
+                reads[0] = ReadSegment {
+                    position,
+                    segment: seg(&c)?,
+                };
+                nreads = 1;
+                data_inline = false;
+                chunks.call = Some(c);
+                self.count(X::CallsReadChunk, 1);
+            }
+            CallPlan::PositionZero { len, .. } => {
+                // The whole call message, padded, in the chunk.
+                let mut c = Chunk::new(&id, len)?;
+                c.write_at(0, head)?;
+                if data_len > 0 {
+                    fill_pattern(&mut c, n32(hn), seed, data_len)?;
+                }
+                c.write_at(n32(hn) + data_len, &[0u8; 3][..pad as usize])?;
+                c.register(false)?;
+                reads[0] = ReadSegment {
+                    position: 0,
+                    segment: seg(&c)?,
+                };
+                nreads = 1;
+                nomsg = true;
+                chunks.call = Some(c);
+                self.count(X::CallsLong, 1);
+            }
+        }
+        let mut wseg = [Segment {
+            handle: 0,
+            length: 0,
+            offset: 0,
+        }];
+        let mut writes: [&[Segment]; 1] = [&[]];
+        let mut nwrites = 0;
+        let mut reply = None;
+        match p.reply {
+            ReplyPlan::Inline => {}
+            ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
+                let mut c = Chunk::new(&id, len)?;
+                c.register(true)?;
+                wseg[0] = seg(&c)?;
+                chunks.reply = Some(c);
+            }
+        }
+        match p.reply {
+            ReplyPlan::WriteList { .. } => {
+                writes[0] = &wseg;
+                nwrites = 1;
+            }
+            ReplyPlan::ReplyChunk { .. } => reply = Some(&wseg[..]),
+            ReplyPlan::Inline => {}
+        }
+        let spec = MsgSpec {
+            xid,
+            credits: QP_DEPTH,
+            nomsg,
+            reads: &reads[..nreads],
+            writes: &writes[..nwrites],
+            reply,
+        };
+        let mut sent = 0;
+        id.send(None, |buf| {
+            let limit = buf.len().min(neg.c2s as usize);
+            let buf = &mut buf[..limit];
+            let h = encode_msg(buf, &spec).map_err(short)?;
+            let mut at = h;
+            if !nomsg {
+                let end = at + hn;
+                buf.get_mut(at..end)
+                    .ok_or_else(emsgsize)?
+                    .copy_from_slice(head);
+                at = end;
+                if data_inline {
+                    // The data item and its XDR pad; in a Read chunk, neither.
+                    let (d, p) = (data_len as usize, pad as usize);
+                    let room = buf.get_mut(at..at + d + p).ok_or_else(emsgsize)?;
+                    pattern_into(&mut room[..d], seed, 0);
+                    room[d..].fill(0);
+                    at += d + p;
+                }
+            }
+            sent = at;
+            Ok(at)
+        })?;
+        self.count(X::CallsSent, 1);
+        self.count(X::BytesSend, sent as u64);
+        Ok(())
+    }
+
+    /// Decodes and checks the reply, wherever it came: records the RPC result
+    /// and, for ECHO and NFS, what the data showed.
+    fn finish_reply(
+        &self,
+        req: &Req<'_>,
+        done: &Done,
+        chunks: &mut CallChunks,
+        xid: u32,
+        rec: &mut RpcRecord,
+    ) -> Result {
+        // The RPC reply message as far as it is in memory we can read directly:
+        // the Send's RPC part, or the whole Reply chunk.
+        let whole: KVVec<u8>;
+        let msg: &[u8] = match done.kind {
+            ReplyKind::ReplyChunk { written } => {
+                let c = chunks.reply.as_mut().ok_or(EINVAL)?;
+                let mut v = KVVec::new();
+                v.extend_with(written.min(c.len()) as usize, 0, GFP_KERNEL)?;
+                c.read_at(0, &mut v)?;
+                whole = v;
+                &whole
+            }
+            _ => &done.rpc,
+        };
+        let r = match decode_reply(msg) {
+            Ok(r) if r.xid == xid => r,
+            _ => {
+                self.count(X::RpcErrors, 1);
+                return Err(eproto());
+            }
+        };
+        rec.result = status_name(&r.status);
+        if r.status != ReplyStatus::Accepted(AcceptStat::Success) {
+            if req.data.is_some() && matches!(req.spec, CallSpec::Echo { .. }) {
+                rec.verified = Some(false);
+            }
+            return Ok(());
+        }
+        let results = &msg[r.results..];
+        let moved = match done.kind {
+            ReplyKind::WriteList { written } => Some(written),
+            _ => None,
+        };
+        match req.spec {
+            CallSpec::Echo { len, .. } => {
+                let len = *len;
+                let mut x = XdrReader::new(results);
+                let ok = match moved {
+                    None => x
+                        .opaque(len as usize)
+                        .is_ok_and(|d| d.len() == len as usize && is_pattern(d, xid, 0)),
+                    Some(w) => {
+                        let mut same = x.u32() == Ok(len) && w == len;
+                        if same {
+                            let c = chunks.reply.as_mut().ok_or(EINVAL)?;
+                            scan(c, 0, len, |i, d| same &= is_pattern(d, xid, i))?;
+                        }
+                        same
+                    }
+                };
+                rec.verified = Some(ok);
+            }
+            CallSpec::Nfs(nfs) => {
+                let mut ops = [Op::PutRootFh; 3];
+                let k = nfs_ops(nfs, &mut ops);
+                let s = decode_compound(results, r.results, &ops[..k], moved.is_some()).map_err(
+                    |_| {
+                        self.count(X::RpcErrors, 1);
+                        eproto()
+                    },
+                )?;
+                rec.nfs = Some(s);
+                if let Some((_, len, at)) = s.read {
+                    let mut h = FNV_BASIS;
+                    match (at, moved) {
+                        (Some(at), _) => {
+                            let d = msg.get(at..at + len as usize).ok_or_else(eproto)?;
+                            h = fnv1a64(h, d);
+                        }
+                        (None, Some(w)) if w == len => {
+                            let c = chunks.reply.as_mut().ok_or(EINVAL)?;
+                            scan(c, 0, len, |_, d| h = fnv1a64(h, d))?;
+                        }
+                        _ => return Err(eproto()),
+                    }
+                    rec.data_fnv = Some(h);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Releases the call's chunks; `invalidated` is the rkey the reply's Send
+    /// With Invalidate invalidated, if any.
+    fn release_chunks(&self, chunks: CallChunks, invalidated: Option<u32>) {
+        let mut matched = false;
+        for mut c in [chunks.call, chunks.reply].into_iter().flatten() {
+            if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
+                c.remotely_invalidated();
+                matched = true;
+            }
+            if c.release() {
+                self.count(X::LocalInvalidations, 1);
+            }
+        }
+        match (invalidated, matched) {
+            (Some(_), true) => self.count(X::RemoteInvalidations, 1),
+            // An rkey that is not one of this call's: the peer invalidated
+            // something else.
+            (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
+            _ => {}
+        }
+    }
+
+    /// Waits on the connection's condition variable for at most `left` jiffies.
+    fn wait(&self, g: &mut Guard<'_, ConnInner>, left: Jiffies) -> Result<Jiffies> {
+        match self.cv.wait_interruptible_timeout(g, left) {
+            W::Woken { jiffies } => Ok(jiffies),
+            W::Timeout => {
+                self.count(X::RpcTimeouts, 1);
+                Err(etimedout())
+            }
+            W::Signal { .. } => Err(EINTR),
+        }
+    }
+
+    fn wait_reply(
+        &self,
+        g: &mut Guard<'_, ConnInner>,
+        xid: u32,
+        mut left: Jiffies,
+    ) -> Result<Done> {
+        loop {
+            if let Some(res) = g.x.slot(xid).and_then(|p| p.result.take()) {
+                return res.map_err(Error::from_errno);
+            }
+            left = self.wait(g, left)?;
+        }
+    }
+
+    /// A reply arrived (Receive work): decode its transport header, keep its
+    /// RPC part, wake its caller.
+    pub(super) fn reply_received(&self, data: &[u8], invalidated: Option<u32>) {
+        let outcome = match decode(data, &Limits::DEFAULT) {
+            Err((xid, _)) => {
+                self.count(X::HeaderErrors, 1);
+                xid.map(|x| (x, Err(eproto().to_errno()), None))
+            }
+            Ok(h) => Some((
+                h.xid,
+                self.reply_done(&h, data, invalidated),
+                Some(h.credits),
+            )),
+        };
+        let Some((xid, result, credits)) = outcome else {
+            return;
+        };
+        let mut g = self.inner.lock();
+        if let Some(c) = credits {
+            g.x.credits = c.clamp(1, QP_DEPTH);
+        }
+        match g.x.slot(xid) {
+            Some(p) if p.result.is_none() => {
+                p.result = Some(result);
+                self.count(X::RepliesReceived, 1);
+                drop(g);
+                self.cv.notify_all();
+            }
+            _ => self.count(X::RepliesUnmatched, 1),
+        }
+    }
+
+    /// What a reply's transport header says, with a copy of its inline RPC part.
+    fn reply_done(
+        &self,
+        h: &Header<'_>,
+        data: &[u8],
+        invalidated: Option<u32>,
+    ) -> core::result::Result<Done, i32> {
+        let chunks = match h.body {
+            Body::Error(_) => {
+                self.count(X::RdmaErrorReceived, 1);
+                return Err(eremoteio().to_errno());
+            }
+            Body::Msg(c) | Body::NoMsg(c) => c,
+        };
+        let mut done = Done {
+            rpc: KVec::new(),
+            reply_len: 0,
+            kind: ReplyKind::Inline,
+            invalidated,
+        };
+        if let Body::NoMsg(_) = h.body {
+            let Some(total) = chunks.reply_chunk().map(|s| s.total_len()) else {
+                self.count(X::HeaderErrors, 1);
+                return Err(eproto().to_errno());
+            };
+            self.count(X::RepliesReplyChunk, 1);
+            done.reply_len = n32(total as usize);
+            done.kind = ReplyKind::ReplyChunk {
+                written: done.reply_len,
+            };
+            return Ok(done);
+        }
+        let rpc = &data[h.len..];
+        if done.rpc.extend_from_slice(rpc, GFP_KERNEL).is_err() {
+            return Err(ENOMEM.to_errno());
+        }
+        done.reply_len = n32(rpc.len());
+        // What the responder wrote to our Write chunk, from the echoed lengths.
+        match chunks
+            .write_list()
+            .next()
+            .map(|s| n32(s.total_len() as usize))
+        {
+            Some(w) if w > 0 => {
+                self.count(X::RepliesWriteList, 1);
+                done.reply_len = done.reply_len.saturating_add(w);
+                done.kind = ReplyKind::WriteList { written: w };
+            }
+            _ => self.count(X::RepliesInline, 1),
+        }
+        Ok(done)
+    }
+}
+
+/// What `rpcs` shows of an NFS COMPOUND.
+pub(super) fn show_nfs(
+    m: &mut impl core::fmt::Write,
+    s: &Summary,
+    data_fnv: Option<u64>,
+) -> core::fmt::Result {
+    write!(m, " nfs_status={} nfs_results={}", s.status, s.results)?;
+    if let Some(op) = s.failed_op {
+        write!(m, " nfs_failed_op={}", op)?;
+    }
+    if let Some((kind, size)) = s.attrs {
+        write!(m, " type={} size={}", kind, size)?;
+    }
+    if let Some((eof, len, _)) = s.read {
+        write!(m, " eof={} data_len={}", u8::from(eof), len)?;
+    }
+    if let Some(h) = data_fnv {
+        write!(m, " data_fnv={:016x}", h)?;
+    }
+    if let Some((count, committed)) = s.write {
+        write!(m, " written={} committed={}", count, committed)?;
+    }
+    if let Some((entries, sum, eof)) = s.readdir {
+        write!(
+            m,
+            " entries={} names_fnv_sum={:016x} eof={}",
+            entries,
+            sum,
+            u8::from(eof)
+        )?;
+    }
+    Ok(())
+}
+
+const _: () = assert!(CALL_HEADER_SYS_LEN < HEAD_MAX);
