@@ -407,8 +407,8 @@ impl CmHandler for Conn {
         self.on_recv(id, wc);
     }
 
-    fn send_done(&self, _id: &CmIdRef<'_>, wc: &Completion<'_>) {
-        self.on_send_done(wc);
+    fn send_done(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
+        self.on_send_done(id, wc);
     }
 }
 

@@ -44,6 +44,7 @@ ALL_TESTS="
 	device_removal_with_live_connections
 	hostile_private_data_from_clients
 	hostile_private_data_from_servers
+	malformed_headers_from_a_client
 	dmesg_clean
 "
 
@@ -743,6 +744,67 @@ hostile_private_data_from_servers() {
 	pvt_case server "${z189}${M}010003" truncated offset=189 $defaults || ok=1
 	pvt_case server "${M}01010707${Z8}" found offset=0 peer_r=1 c2s=8192 reminv=1 || ok=1
 	pvt_case server 6565ed87ca32c1c5edcc2df167f68fbb8088bfcd005325a2f64e5cb64ac52c6406c9bea577c94436f1639980ab4a7a254aa91f239c33f6714ed7a650a9c515db3c08f396079b7de7b387785efe52cf7212c9aed7bafa96fcc8626d7190134b2a575c8b4085e15e12ce2e4cb2116640193a9a271079386d4ea56d971ad00c2727edb8396597dbf5c86295f1f211491f8bb836852fb6255827587d0b4ee92629b57810cc1620fbe1220db5d42ed600fdfa2666037838cca9eabbea871e4d4f62578febbbef foreign $defaults || ok=1
+	return $ok
+}
+
+# w WORD...: 32-bit words in hex, as they go on the wire.
+w() { printf '%08x' "$@"; }
+
+# Our responder against a peer sending malformed RPC-over-RDMA messages: each
+# gets the RFC 8166 answer (RDMA_ERROR with ERR_VERS or ERR_CHUNK), or is
+# dropped when there is not even an XID; a Read chunk with a bogus rkey ends
+# the connection cleanly. Counters show each kind; no oops (dmesg_clean).
+malformed_headers_from_a_client() {
+	local out sl sid ok=0 null echo_call
+	load_module listen="$ADDR:$PORT" || return 1
+	echo_call=$(w 17 0 2 $((0x20008797)) 1 0 0 0 0 0)
+	null=$(w 17 1 4 0 0 0 0)$echo_call
+	out=$(timeout 60 "$PVT_PEER" client "$ADDR" $PORT f6ab0e1801010303 \
+		"$null" \
+		"$(w 18 2 4 0 0 0 0)" \
+		"$(w 19 1 4 7 0 0 0)" \
+		"$(w 20 1 4 2 0 0 0)" \
+		"$(w 21 1 4 3 0 0 0)" \
+		"$(w 22 1 4 0 1)" \
+		"$(w 23 1 4 0 2 0 0)" \
+		"$(w 24 1 4 0 1 2 1 64 0 0 0 0 0)" \
+		"$(w 25 1 4 0 0 1 1000 0)" \
+		"$(w 26 1)" \
+		"$(w 27 1 4 4 2)" \
+		"$(w 28 1 4 0 0 0 0 28 1 0 0)" \
+		"$(w 29 1 4 1 0 0 0)" \
+		"$(w 30 1 4 0 1 $((0x2c)) $((0x12345678)) 100 0 4096 0 0 0)$(w 30 0 2 $((0x20008797)) 1 1 0 0 0 0 100)" \
+		2>&1)
+	echo "$out" | sed 's/^/# /'
+	# The lines after "established", one per message, in order.
+	mapfile -t r < <(echo "$out" | sed -n '/^established/,$p' | tail -n +2)
+	want() { # index expected-prefix what
+		[[ "${r[$1]-}" == "$2"* ]] || { ktap_print_msg "message $1 ($3): expected '$2...', got '${r[$1]-}'"; ok=1; }
+	}
+	want 0 "reply len=52 $(w 17 1 4 0 0 0 0 17 1 0 0 0 0)" "valid NULL (4 credits granted, as asked)"
+	want 1 "reply len=28 $(w 18 1 1 4 1 1 1)" "version 2: ERR_VERS 1-1"
+	want 2 "reply len=20 $(w 19 1 1 4 2)" "procedure 7: ERR_CHUNK"
+	want 3 "reply len=20 $(w 20 1 1 4 2)" "RDMA_MSGP: ERR_CHUNK"
+	want 4 "reply len=20 $(w 21 1 1 4 2)" "RDMA_DONE: ERR_CHUNK"
+	want 5 "reply len=20 $(w 22 1 1 4 2)" "truncated Read list"
+	want 6 "reply len=20 $(w 23 1 1 4 2)" "discriminator 2"
+	want 7 "reply len=20 $(w 24 1 1 4 2)" "misaligned position"
+	want 8 "reply len=20 $(w 25 1 1 4 2)" "1000 segments"
+	want 9 "no reply" "8 octets: no XID to answer"
+	want 10 "no reply" "an RDMA_ERROR from the requester"
+	want 11 "reply len=52 $(w 28 1 4 0 0 0 0 28 1 0 0 0 4)" "an RPC reply as a call: GARBAGE_ARGS"
+	want 12 "reply len=20 $(w 29 1 4 4 2)" "RDMA_NOMSG without a Read chunk"
+	[[ "${r[13]-}" == "connection lost" || "${r[13]-}" == "no reply" ]] ||
+		{ ktap_print_msg "bogus rkey: expected the connection to end, got '${r[13]-}'"; ok=1; }
+	sl=$(grep " role=server " "$DBG/connections" | tail -1)
+	sid=$(field "$sl" id)
+	wait_field "$sid" state disconnected || ok=1
+	ktap_print_msg "$(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" header_errors)" = 9 ] || { fail "header_errors"; ok=1; }
+	[ "$(xcount "$sid" rdma_error_sent)" = 9 ] || { fail "rdma_error_sent"; ok=1; }
+	[ "$(xcount "$sid" rdma_error_received)" = 1 ] || { fail "rdma_error_received"; ok=1; }
+	# RDMA_NOMSG without its Read chunk, and the bogus rkey.
+	[ "$(xcount "$sid" chunk_errors)" = 2 ] || { fail "chunk_errors"; ok=1; }
 	return $ok
 }
 

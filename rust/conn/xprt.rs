@@ -243,6 +243,7 @@ impl Conn {
         if wc.status != 0 {
             if wc.status != WC_FLUSHED {
                 self.count(X::RecvErrors, 1);
+                self.fatal(id);
             }
             return;
         }
@@ -254,10 +255,18 @@ impl Conn {
     }
 
     /// A Send completed.
-    pub(super) fn on_send_done(&self, wc: &Completion<'_>) {
+    pub(super) fn on_send_done(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
         if wc.status != 0 && wc.status != WC_FLUSHED {
             self.count(X::SendErrors, 1);
+            self.fatal(id);
         }
+    }
+
+    /// A work request failed: the QP is in the error state and the connection
+    /// is of no further use. Disconnect (as xprtrdma and svcrdma do); the
+    /// DISCONNECTED event then closes it and fails the calls in flight.
+    fn fatal(&self, id: &CmIdRef<'_>) {
+        let _ = id.disconnect();
     }
 
     fn call_received(&self, id: &CmIdRef<'_>, data: &[u8]) {
@@ -313,6 +322,12 @@ impl Conn {
                 Ok(()) => {}
                 Err(e) if e == enotconn() => {}
                 Err(e) if e == EBUSY => self.count(X::SendBusy, 1),
+                Err(e) if e == EIO => {
+                    // An RDMA Read or Write failed (a bad rkey, say): the QP
+                    // is in error, nothing can be answered.
+                    self.count(X::ChunkErrors, 1);
+                    self.fatal(id);
+                }
                 Err(_) => {
                     // A chunk we could not pull or fill, or a reply that fits
                     // nowhere the requester offered (RFC 8166 Section 4.5).

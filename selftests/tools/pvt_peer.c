@@ -3,8 +3,13 @@
  * pvt_peer: an RDMA-CM peer that sends whatever private data it is told to, for
  * rpcrdma_cm's selftests (hostile and odd peers).
  *
- *   pvt_peer client ADDR PORT HEX   connect with HEX as private data; print the
- *                                   server's private data in hex, then disconnect
+ *   pvt_peer client ADDR PORT HEX [MSG...]
+ *                                   connect with HEX as private data; print the
+ *                                   server's private data in hex; send each MSG
+ *                                   (hex, an RPC-over-RDMA message) and print
+ *                                   the reply ("reply len=N HEX"), "no reply"
+ *                                   after 3 s, or "connection lost"; then
+ *                                   disconnect
  *   pvt_peer server ADDR PORT HEX   accept one connection with HEX as private
  *                                   data; print the client's, wait for the
  *                                   disconnect (at most 20 s)
@@ -19,7 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#define MSG_MAX 4096
+#define NRECV 4
 
 static int parse_hex(const char *hex, unsigned char *out, size_t max)
 {
@@ -69,12 +79,81 @@ static struct rdma_cm_event *expect(struct rdma_event_channel *ch,
 static int qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr attr = {
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+		.cap = { .max_send_wr = 8, .max_recv_wr = NRECV + 1,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
 
 	return rdma_create_qp(id, NULL, &attr);
+}
+
+/* Waits up to 3 s for one completion on @cq; 1 if one came (in @wc). */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	struct timespec d = { 0, 10 * 1000 * 1000 };
+	int i, n;
+
+	for (i = 0; i < 300; i++) {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n > 0;
+		nanosleep(&d, NULL);
+	}
+	return 0;
+}
+
+/* Sends each message of @msgs and prints what comes back. */
+static int talk(struct rdma_cm_id *id, char **msgs, int n)
+{
+	static unsigned char sbuf[MSG_MAX], rbuf[NRECV][MSG_MAX];
+	struct ibv_mr *smr, *rmr;
+	struct ibv_wc wc;
+	int i, len;
+
+	smr = rdma_reg_msgs(id, sbuf, sizeof(sbuf));
+	rmr = rdma_reg_msgs(id, rbuf, sizeof(rbuf));
+	if (!smr || !rmr) {
+		perror("rdma_reg_msgs");
+		return 2;
+	}
+	for (i = 0; i < NRECV; i++)
+		if (rdma_post_recv(id, (void *)(uintptr_t)i, rbuf[i], MSG_MAX, rmr)) {
+			perror("rdma_post_recv");
+			return 2;
+		}
+	for (i = 0; i < n; i++) {
+		len = parse_hex(msgs[i], sbuf, MSG_MAX);
+		if (len <= 0) {
+			fprintf(stderr, "bad MSG %d\n", i);
+			return 1;
+		}
+		if (rdma_post_send(id, NULL, sbuf, len, smr, IBV_SEND_SIGNALED)) {
+			perror("rdma_post_send");
+			return 2;
+		}
+		if (!poll_one(id->send_cq, &wc) || wc.status != IBV_WC_SUCCESS) {
+			printf("connection lost\n");
+			fflush(stdout);
+			return 0;
+		}
+		if (!poll_one(id->recv_cq, &wc)) {
+			printf("no reply\n");
+			fflush(stdout);
+			continue;
+		}
+		if (wc.status != IBV_WC_SUCCESS) {
+			printf("connection lost\n");
+			fflush(stdout);
+			return 0;
+		}
+		print_hex("reply", rbuf[wc.wr_id], wc.byte_len);
+		if (rdma_post_recv(id, (void *)(uintptr_t)wc.wr_id, rbuf[wc.wr_id],
+				   MSG_MAX, rmr)) {
+			perror("rdma_post_recv");
+			return 2;
+		}
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -88,8 +167,9 @@ int main(int argc, char **argv)
 	struct addrinfo *ai;
 	int server, len;
 
-	if (argc != 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "server"))) {
-		fprintf(stderr, "usage: %s client|server ADDR PORT HEX\n", argv[0]);
+	if (argc < 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "server")) ||
+	    (argc > 5 && strcmp(argv[1], "client"))) {
+		fprintf(stderr, "usage: %s client|server ADDR PORT HEX [MSG...]\n", argv[0]);
 		return 1;
 	}
 	server = !strcmp(argv[1], "server");
@@ -154,6 +234,8 @@ int main(int argc, char **argv)
 	rdma_ack_cm_event(ev);
 	printf("established\n");
 	fflush(stdout);
+	if (argc > 5 && talk(id, argv + 5, argc - 5))
+		return 2;
 	rdma_disconnect(id);
 	return 0;
 }
