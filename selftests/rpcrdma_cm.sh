@@ -31,6 +31,7 @@ ALL_TESTS="
 	rust_client_nfs_read_write_readdir
 	rust_client_nfs_threshold_edges
 	rust_client_nfs_remote_invalidation
+	concurrent_calls_share_credits
 	rust_echo_inline_up_to_thresholds
 	rust_server_rpc_errors
 	rust_echo_every_chunk_type
@@ -300,21 +301,24 @@ rust_client_nfs_read_write_readdir() {
 	return $ok
 }
 
-# With nfsd's max_req_size 4096 and 16384: a WRITE call of exactly c2s octets
-# goes inline, four more take a Read chunk; a READ reply that just fits s2c
-# comes inline, four more come in a Write chunk.
+# With nfsd's max_req_size 4096 and 16384, and our recv_size 65536 or 4096: a
+# WRITE call of exactly c2s octets goes inline, four more take a Read chunk; a
+# READ reply that just fits s2c (bounded by our receive size) comes inline,
+# four more come in a Write chunk.
 rust_client_nfs_threshold_edges() {
-	local size id c2s head n ok=0 before
-	load_module send_size=65536 recv_size=65536 || return 1
+	local size recv id c2s s2c head n ok=0 before
+	load_module send_size=65536 || return 1
 	start_nfsd || return 1
 	nfs_files || return 1
-	for size in 4096 16384; do
+	for size_recv in 4096/65536 16384/65536 16384/4096; do
+		size=${size_recv%/*} recv=${size_recv#*/}
 		echo "$size" >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
 		head -c $size /dev/urandom >/tmp/export/f_edge
-		id=$(client_connect "$ADDR 20049") || return 1
+		id=$(client_connect "$ADDR 20049 recv_size=$recv") || return 1
 		wait_field "$id" state established || return 1
 		c2s=$(field "$(conn_line "$id")" c2s)
-		[ "$c2s" = "$size" ] || { fail "c2s=$c2s"; ok=1; }
+		s2c=$(field "$(conn_line "$id")" s2c)
+		[ "$c2s" = "$size" ] && [ "$s2c" = "$(min "$size" "$recv")" ] || { fail "c2s=$c2s s2c=$s2c"; ok=1; }
 		nfs_write "$id" edge 4 1 || { ok=1; continue; }
 		head=$(($(field "$(last_rpc)" call_len) - 4))
 		n=$((c2s - 28 - head))
@@ -326,10 +330,10 @@ rust_client_nfs_threshold_edges() {
 		# READ reply bound the plan uses: transport header 28, RPC reply
 		# header 24 + 8 (room for PROG_MISMATCH), COMPOUND head 12, PUTROOTFH
 		# and LOOKUP results 8 each, READ result 16 + data.
-		n=$((size - 104))
+		n=$((s2c - 104))
 		rpc "$id" nfs read f_edge $n && expect "$(last_rpc)" reply=inline data_len=$n || ok=1
 		rpc "$id" nfs read f_edge $((n + 4)) && expect "$(last_rpc)" reply=write_list data_len=$((n + 4)) || ok=1
-		ktap_print_msg "max_req_size=$size: $(grep "^id=$id " "$DBG/xprt")"
+		ktap_print_msg "max_req_size=$size recv_size=$recv: $(grep "^id=$id " "$DBG/xprt")"
 		echo "disconnect $id" >"$DBG/control"
 	done
 	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
@@ -367,6 +371,47 @@ rust_client_nfs_remote_invalidation() {
 	sleep 1
 	ktap_print_msg "MRs on rxe0: $base before, $(mrs) after"
 	[ "$(mrs)" = "$base" ] || { fail "MRs left registered"; ok=1; }
+	return $ok
+}
+
+# Many callers on one connection at once: calls in flight up to the credit
+# grant, replies matched by XID, every chunk type mixed; against our server
+# and against nfsd.
+concurrent_calls_share_credits() {
+	local id sid i ok=0 h n
+	load_module listen="$ADDR:$PORT" || return 1
+	start_nfsd || return 1
+	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
+	nfs_files || return 1
+	id=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id" state established || return 1
+	sid=$(field "$(server_for "$id")" id)
+	for i in 1 2 3 4 5 6 7 8; do
+		(
+			for n in 100 5000 70000 3000 200000; do
+				rpc "$id" echo $((n + i)) ddp=$((i % 2)) || echo "FAIL echo $((n + i))"
+			done
+		) >/tmp/par_$i 2>&1 &
+	done
+	wait
+	cat /tmp/par_* | grep FAIL && ok=1
+	ktap_print_msg "client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$id" replies_received)" = 40 ] && [ "$(xcount "$sid" replies_sent)" = 40 ] ||
+		{ fail "40 calls, 40 replies expected"; ok=1; }
+	[ "$(grep -c "conn=$id .*verified=1" "$DBG/rpcs")" = 40 ] || { fail "not all 40 echoes verified"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	id=$(client_connect "$ADDR 20049") || return 1
+	wait_field "$id" state established || return 1
+	h=$(fnv /tmp/export/f_65536)
+	for i in 1 2 3 4 5 6; do
+		(for n in 1 2 3 4 5; do rpc "$id" nfs read f_65536 65536 || echo FAIL; done) >/tmp/par_$i 2>&1 &
+	done
+	wait
+	cat /tmp/par_* | grep FAIL && ok=1
+	ktap_print_msg "nfsd: $(grep "^id=$id " "$DBG/xprt")"
+	[ "$(grep -c "conn=$id .*data_fnv=$h" "$DBG/rpcs")" = 30 ] || { fail "not all 30 READs returned the file"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
 	return $ok
 }
 
