@@ -18,7 +18,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check demo deps kernel module host-test selftest fuzz bench-proto clean
+.PHONY: help check check-debug demo deps kernel module host-test selftest fuzz bench bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -29,11 +29,16 @@ help:
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
+	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
+	@echo "make bench        benchmarks in one VM boot: table and plots in results/bench"
 	@echo "make bench-proto  microbenchmark of parse and negotiate (host)"
 	@echo "make clean      remove build products (not the kernel cache)"
 
 check:
 	@$(TOP)/scripts/check
+
+check-debug:
+	@$(TOP)/scripts/check-debug
 
 demo:
 	@$(TOP)/scripts/demo
@@ -55,6 +60,9 @@ selftest: module
 
 fuzz:
 	@$(TOP)/scripts/fuzz
+
+bench:
+	@$(TOP)/scripts/bench
 
 bench-proto:
 	@cd $(TOP)/rust/proto && cargo bench --quiet

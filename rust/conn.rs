@@ -17,7 +17,7 @@ use kernel::{new_condvar, new_mutex};
 
 mod client;
 mod xprt;
-pub(crate) use xprt::{RpcsFile, XprtFile};
+pub(crate) use xprt::{BenchFile, RpcsFile, XprtFile};
 
 use crate::proto::config::{listen_list, parse_command, Advert, Command};
 use crate::proto::negotiate::{negotiate, Negotiated, Role};
@@ -76,6 +76,8 @@ pub(crate) struct State {
     listeners: Mutex<KVec<Arc<Listener>>>,
     #[pin]
     rpcs: Mutex<xprt::RpcLog>,
+    #[pin]
+    bench: Mutex<Option<client::BenchResult>>,
 }
 
 impl State {
@@ -87,6 +89,7 @@ impl State {
                 conns <- new_mutex!(KVec::new()),
                 listeners <- new_mutex!(KVec::new()),
                 rpcs <- new_mutex!(xprt::RpcLog::new()),
+                bench <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )
@@ -613,7 +616,9 @@ impl Show for ControlFile {
              disconnect ID\n\
              call ID null\n\
              call ID echo LEN\n\
-             call ID rpc PROG VERS PROC\n",
+             call ID rpc PROG VERS PROC\n\
+             call ID nfs getattr|read|write|readdir NAME ...\n\
+             bench ID N <what call takes after ID>\n",
         )
     }
 
@@ -622,6 +627,11 @@ impl Show for ControlFile {
             Some(Command::Connect(sa, over)) => self.0.connect(sa, &over),
             Some(Command::Disconnect(id)) => self.0.disconnect(id),
             Some(Command::Call(id, spec)) => self.0.find(id)?.call(&spec),
+            Some(Command::Bench(id, n, spec)) => {
+                let r = self.0.find(id)?.bench(n, &spec)?;
+                *self.0.bench.lock() = Some(r);
+                Ok(())
+            }
             None => {
                 pr_warn!("control: unknown command '{}'\n", text.trim());
                 Err(EINVAL)

@@ -19,7 +19,7 @@ mod selftest;
 mod stats;
 mod sys;
 
-use conn::{ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile};
+use conn::{BenchFile, ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile};
 use stats::Counter;
 use sys::debugfs::Dir;
 
@@ -85,6 +85,10 @@ impl kernel::Module for RpcrdmaCm {
         dir.file(
             c_str!("rpcs"),
             Arc::new(RpcsFile(state.clone()), GFP_KERNEL)?,
+        )?;
+        dir.file(
+            c_str!("bench"),
+            Arc::new(BenchFile(state.clone()), GFP_KERNEL)?,
         )?;
         dir.rw_file(
             c_str!("control"),

@@ -165,6 +165,21 @@ start_nfsd() {
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist
 }
 
+# Files in nfsd's export: f_N (N random octets), w_N (empty, to be written),
+# d500/ (500 entries). Idempotent.
+nfs_files() {
+	local n i
+	for n in 1 1024 4096 65536 1048576; do
+		[ -f /tmp/export/f_$n ] || head -c $n /dev/urandom >/tmp/export/f_$n || return 1
+		: >/tmp/export/w_$n
+	done
+	: >/tmp/export/edge
+	if [ ! -d /tmp/export/d500 ]; then
+		mkdir /tmp/export/d500 || return 1
+		for ((i = 0; i < 500; i++)); do : >/tmp/export/d500/entry_$i; done
+	fi
+}
+
 # fnv FILE: FNV-1a 64 of a file's content, as the module prints data_fnv.
 fnv() {
 	python3 -c '

@@ -409,6 +409,7 @@ impl Conn {
                 let mut c = Chunk::new(&id, len)?;
                 fill_pattern(&mut c, 0, seed, len)?;
                 c.register(false)?;
+                self.count(X::Registrations, 1);
                 reads[0] = ReadSegment {
                     position,
                     segment: seg(&c)?,
@@ -427,6 +428,7 @@ impl Conn {
                 }
                 c.write_at(n32(hn) + data_len, &[0u8; 3][..pad as usize])?;
                 c.register(false)?;
+                self.count(X::Registrations, 1);
                 reads[0] = ReadSegment {
                     position: 0,
                     segment: seg(&c)?,
@@ -450,6 +452,7 @@ impl Conn {
             ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
                 let mut c = Chunk::new(&id, len)?;
                 c.register(true)?;
+                self.count(X::Registrations, 1);
                 wseg[0] = seg(&c)?;
                 chunks.reply = Some(c);
             }
@@ -723,6 +726,102 @@ impl Conn {
             _ => self.count(X::RepliesInline, 1),
         }
         Ok(done)
+    }
+}
+
+/// The outcome of a `bench` command.
+#[derive(Clone, Copy)]
+pub(crate) struct BenchResult {
+    conn: u32,
+    calls: u32,
+    ok: u32,
+    errors: u32,
+    last_errno: i32,
+    total_ns: i64,
+    min_ns: u64,
+    median_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+    call: &'static str,
+    reply: &'static str,
+}
+
+/// Nanoseconds as microseconds with one decimal.
+struct Usec(u64);
+
+impl core::fmt::Display for Usec {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}", self.0 / 1000, (self.0 % 1000) / 100)
+    }
+}
+
+impl BenchResult {
+    pub(crate) fn show(&self, m: &mut impl core::fmt::Write) -> core::fmt::Result {
+        let ops = if self.total_ns > 0 {
+            u64::from(self.ok) * 1_000_000_000 / self.total_ns as u64
+        } else {
+            0
+        };
+        write!(
+            m,
+            "conn={} calls={} ok={} errors={} total_usec={} ops_per_sec={} min_usec={} median_usec={} p99_usec={} max_usec={} call={} reply={}",
+            self.conn,
+            self.calls,
+            self.ok,
+            self.errors,
+            self.total_ns / 1000,
+            ops,
+            Usec(self.min_ns),
+            Usec(self.median_ns),
+            Usec(self.p99_ns),
+            Usec(self.max_ns),
+            self.call,
+            self.reply
+        )?;
+        if self.errors != 0 {
+            write!(m, " last_error={}", self.last_errno)?;
+        }
+        writeln!(m)
+    }
+}
+
+impl Conn {
+    /// `bench ID N ...`: N calls one after the other; latency statistics.
+    pub(crate) fn bench(&self, n: u32, spec: &CallSpec) -> Result<BenchResult> {
+        let mut lat: KVVec<u64> = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let (mut errors, mut last_errno) = (0u32, 0i32);
+        let start = Ktime::ktime_get();
+        for _ in 0..n {
+            let t = Ktime::ktime_get();
+            match self.call(spec) {
+                Ok(()) => lat.push((Ktime::ktime_get() - t).to_ns() as u64, GFP_KERNEL)?,
+                Err(e) => {
+                    errors += 1;
+                    last_errno = e.to_errno();
+                    if e == enotconn() {
+                        break;
+                    }
+                }
+            }
+        }
+        let total_ns = (Ktime::ktime_get() - start).to_ns();
+        lat.sort_unstable();
+        let at = |q: usize| lat.get((lat.len().saturating_sub(1)) * q / 100).copied().unwrap_or(0);
+        let (call, reply) = self.state.rpcs.lock().last_path();
+        Ok(BenchResult {
+            conn: self.id,
+            calls: n,
+            ok: n32(lat.len()),
+            errors,
+            last_errno,
+            total_ns,
+            min_ns: at(0),
+            median_ns: at(50),
+            p99_ns: at(99),
+            max_ns: at(100),
+            call,
+            reply,
+        })
     }
 }
 

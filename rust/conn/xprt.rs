@@ -212,6 +212,15 @@ impl RpcLog {
         self.next = self.next.wrapping_add(1);
     }
 
+    /// How the newest call went (`call`, `reply`), `("-", "-")` if none.
+    pub(super) fn last_path(&self) -> (&'static str, &'static str) {
+        let i = self.next.wrapping_sub(1) % KEEP_RPCS;
+        match (self.next, &self.ring[i]) {
+            (1.., Some(r)) => (r.call, r.reply),
+            _ => ("-", "-"),
+        }
+    }
+
     /// The records, oldest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &RpcRecord> {
         let start = if self.next > KEEP_RPCS {
@@ -400,6 +409,7 @@ impl Conn {
             }
             let mut c = Chunk::new(id, len)?;
             c.rdma_read(rs.segment.handle, rs.segment.offset)?;
+            self.count(X::RdmaReads, 1);
             self.count(X::BytesRdmaRead, u64::from(len));
             let start = msg.len();
             msg.extend_with(len as usize, 0, GFP_KERNEL)?;
@@ -430,6 +440,7 @@ impl Conn {
                 let mut c = Chunk::new(id, n32(k))?;
                 c.write_at(0, &data[at..at + k])?;
                 c.rdma_write(s.handle, s.offset)?;
+                self.count(X::RdmaWrites, 1);
                 self.count(X::BytesRdmaWrite, k as u64);
             }
             out.push(
@@ -652,6 +663,19 @@ impl crate::sys::debugfs::Show for RpcsFile {
         let log = self.0.rpcs.lock();
         let res = log.iter().try_for_each(|r| r.show(m));
         res
+    }
+}
+
+/// `bench`: the result of the last `bench` command.
+pub(crate) struct BenchFile(pub(crate) kernel::sync::Arc<State>);
+
+impl crate::sys::debugfs::Show for BenchFile {
+    fn show(&self, m: &mut crate::sys::debugfs::SeqFile<'_>) -> fmt::Result {
+        let last = *self.0.bench.lock();
+        match last {
+            Some(r) => r.show(m),
+            None => Ok(()),
+        }
     }
 }
 

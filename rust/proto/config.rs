@@ -89,6 +89,9 @@ pub enum Command {
     Disconnect(u32),
     /// `call ID ...`: issue one RPC on client connection ID and wait for it.
     Call(u32, CallSpec),
+    /// `bench ID N ...`: issue N such RPCs one after the other and keep their
+    /// latency statistics (the `bench` file).
+    Bench(u32, u32, CallSpec),
 }
 
 /// What `call ID ...` sends.
@@ -236,6 +239,32 @@ fn parse_option(adv: &mut Advert, opt: &str) -> Option<()> {
     Some(())
 }
 
+/// Most calls one `bench` command makes.
+pub const MAX_BENCH: u32 = 100_000;
+
+/// Parses what follows `call ID` (and `bench ID N`).
+fn parse_spec<'a>(mut w: impl Iterator<Item = &'a str>) -> Option<CallSpec> {
+    let spec = match w.next()? {
+        "null" => CallSpec::NfsNull,
+        "echo" => {
+            let len = u32::from_str(w.next()?).ok()?;
+            let ddp = match w.next() {
+                None => true,
+                Some(opt) => parse_bool(opt.strip_prefix("ddp=")?)?,
+            };
+            (len <= crate::proto::rpc::echo::MAX_PAYLOAD).then_some(CallSpec::Echo { len, ddp })?
+        }
+        "nfs" => return parse_nfs(w).map(CallSpec::Nfs),
+        "rpc" => CallSpec::Rpc {
+            prog: u32::from_str(w.next()?).ok()?,
+            vers: u32::from_str(w.next()?).ok()?,
+            proc_: u32::from_str(w.next()?).ok()?,
+        },
+        _ => return None,
+    };
+    w.next().is_none().then_some(spec)
+}
+
 /// Parses one control command (surrounding white space and a trailing newline
 /// are ignored). `None` for anything else, including a bad option value.
 pub fn parse_command(s: &str) -> Option<Command> {
@@ -256,26 +285,12 @@ pub fn parse_command(s: &str) -> Option<Command> {
         }
         "call" => {
             let id = u32::from_str(w.next()?).ok()?;
-            let spec = match w.next()? {
-                "null" => CallSpec::NfsNull,
-                "echo" => {
-                    let len = u32::from_str(w.next()?).ok()?;
-                    let ddp = match w.next() {
-                        None => true,
-                        Some(opt) => parse_bool(opt.strip_prefix("ddp=")?)?,
-                    };
-                    (len <= crate::proto::rpc::echo::MAX_PAYLOAD)
-                        .then_some(CallSpec::Echo { len, ddp })?
-                }
-                "nfs" => return parse_nfs(w).map(|n| Command::Call(id, CallSpec::Nfs(n))),
-                "rpc" => CallSpec::Rpc {
-                    prog: u32::from_str(w.next()?).ok()?,
-                    vers: u32::from_str(w.next()?).ok()?,
-                    proc_: u32::from_str(w.next()?).ok()?,
-                },
-                _ => return None,
-            };
-            w.next().is_none().then_some(Command::Call(id, spec))
+            Some(Command::Call(id, parse_spec(w)?))
+        }
+        "bench" => {
+            let id = u32::from_str(w.next()?).ok()?;
+            let n = u32::from_str(w.next()?).ok().filter(|n| (1..=MAX_BENCH).contains(n))?;
+            Some(Command::Bench(id, n, parse_spec(w)?))
         }
         _ => None,
     }
@@ -373,6 +388,13 @@ mod tests {
         assert_eq!(parse_command("call 3 rpc 1 2"), None);
         assert_eq!(parse_command("call x null"), None);
         assert_eq!(parse_command("call 3 dance"), None);
+        assert_eq!(
+            parse_command("bench 2 1000 echo 8 ddp=0"),
+            Some(Command::Bench(2, 1000, CallSpec::Echo { len: 8, ddp: false }))
+        );
+        assert_eq!(parse_command("bench 2 0 null"), None);
+        assert_eq!(parse_command("bench 2 100001 null"), None);
+        assert_eq!(parse_command("bench 2 10"), None);
     }
 
     fn nfs(s: &str) -> Option<(NfsOp, Vec<u8>)> {
