@@ -141,6 +141,34 @@ impl State {
         Ok(())
     }
 
+    /// Listens again on every endpoint whose listener lost its device.
+    fn restart_listeners(&self) {
+        let snapshot = {
+            let ls = self.listeners.lock();
+            let mut v = KVec::new();
+            for l in ls.iter() {
+                if v.push(l.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
+        for l in snapshot.iter() {
+            if l.cm.lock().is_some() {
+                continue;
+            }
+            // The device that was added may not be the one with our address:
+            // then the listener stays dead until another comes.
+            let restarted = CmId::new(l.clone())
+                .and_then(|cm| cm.listen(&endpoint(&l.ep), BACKLOG).map(|()| cm));
+            if let Ok(cm) = restarted {
+                *l.cm.lock() = Some(cm);
+                self.stats.inc(Counter::ListenerRestarts);
+                pr_info!("listening on {} again\n", l.ep);
+            }
+        }
+    }
+
     /// `connect ADDR PORT`: starts a client connection; its progress shows in
     /// `connections`.
     fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
@@ -415,6 +443,12 @@ impl CmHandler for Conn {
     }
 }
 
+impl crate::sys::ib_client::DeviceHandler for State {
+    fn device_added(&self) {
+        self.restart_listeners();
+    }
+}
+
 /// A server-side listener.
 #[pin_data]
 pub(crate) struct Listener {
@@ -486,7 +520,7 @@ impl CmHandler for Listener {
             EventKind::DeviceRemoval => {
                 st.inc(Counter::DeviceRemovals);
                 pr_warn!(
-                    "listener {}: device removed, no longer listening\n",
+                    "listener {}: device removed, not listening until a device is added\n",
                     self.ep
                 );
                 let cm = self.cm.lock().take();

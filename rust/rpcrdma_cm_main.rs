@@ -19,7 +19,9 @@ mod selftest;
 mod stats;
 mod sys;
 
-use conn::{BenchFile, ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile};
+use conn::{
+    BenchFile, ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile,
+};
 use stats::Counter;
 use sys::debugfs::Dir;
 
@@ -34,6 +36,7 @@ module! {
 struct RpcrdmaCm {
     state: Arc<State>,
     debugfs: Option<Dir>,
+    watch: Option<sys::ib_client::DeviceWatch>,
 }
 
 impl kernel::Module for RpcrdmaCm {
@@ -94,12 +97,16 @@ impl kernel::Module for RpcrdmaCm {
             c_str!("control"),
             Arc::new(ControlFile(state.clone()), GFP_KERNEL)?,
         )?;
-        let module = RpcrdmaCm {
+        let mut module = RpcrdmaCm {
             state,
             debugfs: Some(dir),
+            watch: None,
         };
         // On error `module` is dropped: its Drop tears down what was started.
         module.state.start_listeners()?;
+        // Listeners whose device goes away listen again when one is added.
+        let handler: Arc<dyn sys::ib_client::DeviceHandler> = module.state.clone();
+        module.watch = Some(sys::ib_client::DeviceWatch::new(handler)?);
 
         pr_info!("loaded\n");
         Ok(module)
@@ -119,6 +126,7 @@ impl Drop for RpcrdmaCm {
     fn drop(&mut self) {
         // No more control writes, then no listeners, then no connections.
         drop(self.debugfs.take());
+        drop(self.watch.take());
         self.state.shutdown();
         pr_info!("unloaded\n");
     }

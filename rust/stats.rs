@@ -53,6 +53,7 @@ counters! {
     ErrConnect => "err_connect",
     ErrAccept => "err_accept",
     ErrListen => "err_listen",
+    ListenerRestarts => "listener_restarts",
 }
 
 counters! {

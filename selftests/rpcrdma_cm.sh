@@ -46,6 +46,8 @@ ALL_TESTS="
 	hostile_private_data_from_clients
 	hostile_private_data_from_servers
 	malformed_headers_from_a_client
+	peers_that_reject_vanish_or_never_answer
+	churn_connects_and_unload
 	dmesg_clean
 "
 
@@ -680,11 +682,17 @@ unload_with_live_connections() {
 }
 
 device_removal_with_live_connections() {
-	local id ok=0 removals
+	local id ok=0 removals bg
 	load_module listen="$ADDR:$PORT" || return 1
 	id=$(client_connect "$ADDR $PORT") || return 1
 	wait_field "$id" state established || return 1
+	# RPCs in flight (every chunk type) while the device goes away.
+	(for i in $(seq 1 200); do echo "call $id echo $((i * 997 % 70000))" >"$DBG/control" 2>/dev/null || break; done) &
+	bg=$!
+	sleep 1
 	diag rdma link delete rxe0 || { fail "cannot delete rxe0"; return 1; }
+	wait $bg
+	ktap_print_msg "last call: $(last_rpc)"
 	# Both ends of the connection and the listener see DEVICE_REMOVAL and let go
 	# of the device: otherwise the deletion above would not have returned.
 	# The server end may first see the client end's teardown as DISCONNECTED.
@@ -694,7 +702,15 @@ device_removal_with_live_connections() {
 	grep -q "addr=$ADDR:$PORT state=dead" "$DBG/listeners" || { ktap_print_msg "listener: $(cat "$DBG/listeners")"; ok=1; }
 	removals=$(stat device_removals)
 	[ "$removals" -ge 2 ] || { ktap_print_msg "device_removals=$removals"; ok=1; }
+	echo "call $id null" >"$DBG/control" 2>/dev/null && { fail "a call on the removed connection succeeded"; ok=1; }
+	# The device comes back: the listener listens again, connections work.
 	diag rdma link add rxe0 type rxe netdev dummy0 || { fail "cannot re-add rxe0"; return 1; }
+	for i in $(seq 1 50); do grep -q "state=listening" "$DBG/listeners" && break; sleep 0.1; done
+	ktap_print_msg "listeners: $(cat "$DBG/listeners"); listener_restarts=$(stat listener_restarts)"
+	grep -q "addr=$ADDR:$PORT state=listening" "$DBG/listeners" || { fail "listener did not come back"; ok=1; }
+	id=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id" state established || ok=1
+	rpc "$id" echo 70000 && expect "$(last_rpc)" verified=1 || { fail "no RPC after re-add"; ok=1; }
 	diag rmmod rpcrdma_cm || { fail "rmmod after device removal failed"; ok=1; }
 	return $ok
 }
@@ -835,6 +851,91 @@ malformed_headers_from_a_client() {
 	[ "$(xcount "$sid" rdma_error_received)" = 1 ] || { fail "rdma_error_received"; ok=1; }
 	# RDMA_NOMSG without its Read chunk, and the bogus rkey.
 	[ "$(xcount "$sid" chunk_errors)" = 2 ] || { fail "chunk_errors"; ok=1; }
+	return $ok
+}
+
+# Peers that misbehave at the connection level: one that rejects, an address
+# nobody answers for (resolution times out), a server that accepts and
+# disconnects at once, and one that disappears while our RPC is in flight.
+peers_that_reject_vanish_or_never_answer() {
+	local id ok=0 t0 pid out=/tmp/peer.out
+	load_module || return 1
+	# 1. rejects
+	timeout -s KILL 20 "$PVT_PEER" server "$ADDR" 20081 f6ab0e1801010303 reject >$out 2>&1 &
+	pid=$!
+	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
+	id=$(client_connect "$ADDR 20081") || return 1
+	wait_field "$id" state rejected || ok=1
+	wait $pid
+	# 2. nobody answers: the dummy device takes the REQ and drops it, so the
+	# CM's own REQ timeout (rdma_cm's defaults: about a minute) ends it.
+	t0=$SECONDS
+	id=$(client_connect "192.0.2.99 20049") || return 1
+	for ((i = 0; i < 1200; i++)); do
+		case $(field "$(conn_line "$id")" state) in
+		unreachable | connect_error | addr_error | route_error) break ;;
+		esac
+		sleep 0.1
+	done
+	ktap_print_msg "unanswered peer: $(conn_line "$id" | cut -d' ' -f3-4) after $((SECONDS - t0)) s"
+	[[ "$(field "$(conn_line "$id")" state)" =~ ^(unreachable|connect_error|addr_error|route_error)$ ]] || ok=1
+	# 3. accepts, then disconnects at once
+	timeout -s KILL 20 "$PVT_PEER" server "$ADDR" 20082 f6ab0e1801010303 hangup >$out 2>&1 &
+	pid=$!
+	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
+	id=$(client_connect "$ADDR 20082") || return 1
+	wait_field "$id" state disconnected || ok=1
+	rpc "$id" null 2>/dev/null && { fail "call after hang-up succeeded"; ok=1; }
+	wait $pid
+	# 4. accepts and never replies; killed while our call waits
+	timeout -s KILL 30 "$PVT_PEER" server "$ADDR" 20083 f6ab0e1801010303 >$out 2>&1 &
+	pid=$!
+	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
+	id=$(client_connect "$ADDR 20083") || return 1
+	wait_field "$id" state established || ok=1
+	(sleep 2; pkill -KILL -f "pvt_peer server $ADDR 20083") &
+	t0=$SECONDS
+	rpc "$id" echo 100 2>/dev/null && { fail "call to a vanished peer succeeded"; ok=1; }
+	ktap_print_msg "call to a vanishing peer: $(last_rpc) after $((SECONDS - t0)) s; connection: $(field "$(conn_line "$id")" state)"
+	expect "$(last_rpc)" result=error || ok=1
+	wait
+	[ "$(field "$(conn_line "$id")" state)" != established ] || wait_field "$id" state disconnected || ok=1
+	return $ok
+}
+
+# 1000 connect/disconnect cycles through our own listener (both roles each
+# time; 50 at a time), 64 connections at once, and an unload while connections are being
+# set up. Nothing leaks (the debug kernel's kmemleak), nothing oopses.
+churn_connects_and_unload() {
+	local i r id ok=0 first n
+	load_module listen="$ADDR:$PORT" || return 1
+	# 20 rounds of 50: connect, wait until all are established, disconnect.
+	for ((r = 0; r < 20; r++)); do
+		first=$(($(max_conn_id) + 1))
+		for ((i = 0; i < 50; i++)); do echo "connect $ADDR $PORT" >"$DBG/control" || ok=1; done
+		for ((i = 0; i < 600; i++)); do
+			n=$(awk -v f=$first '{ v = $1; sub("id=", "", v) } v + 0 >= f && / role=client state=established /' "$DBG/connections" | wc -l)
+			[ "$n" -ge 50 ] && break
+			sleep 0.05
+		done
+		[ "$n" = 50 ] || { fail "round $r: $n of 50 established"; ok=1; break; }
+		for id in $(awk -v f=$first '{ v = $1; sub("id=", "", v) } v + 0 >= f && / role=client /{ print v }' "$DBG/connections"); do
+			echo "disconnect $id" >"$DBG/control" || ok=1
+		done
+	done
+	ktap_print_msg "$((r * 50)) cycles; established=$(stat established) disconnects=$(stat disconnects) user_disconnects=$(stat user_disconnects)"
+	[ "$(stat established)" -ge 2000 ] || { fail "fewer than 2000 connection ends established"; ok=1; }
+	first=$(($(max_conn_id) + 1))
+	for ((i = 0; i < 64; i++)); do echo "connect $ADDR $PORT" >"$DBG/control" || ok=1; done
+	for ((i = 0; i < 300; i++)); do
+		n=$(awk -v f=$first '{ v = $1; sub("id=", "", v) } v + 0 >= f && / role=client state=established /' "$DBG/connections" | wc -l)
+		[ "$n" -ge 64 ] && break
+		sleep 0.1
+	done
+	ktap_print_msg "$n of 64 concurrent connections established"
+	[ "$n" = 64 ] || ok=1
+	for ((i = 0; i < 16; i++)); do echo "connect $ADDR $PORT" >"$DBG/control"; done
+	diag rmmod rpcrdma_cm || { fail "rmmod while connecting"; ok=1; }
 	return $ok
 }
 

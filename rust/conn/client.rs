@@ -625,7 +625,8 @@ impl Conn {
                 self.count(X::RpcTimeouts, 1);
                 Err(etimedout())
             }
-            W::Signal { .. } => Err(EINTR),
+            // Restarted (a new call) if the signal's handler says SA_RESTART.
+            W::Signal { .. } => Err(ERESTARTSYS),
         }
     }
 
@@ -806,7 +807,11 @@ impl Conn {
         }
         let total_ns = (Ktime::ktime_get() - start).to_ns();
         lat.sort_unstable();
-        let at = |q: usize| lat.get((lat.len().saturating_sub(1)) * q / 100).copied().unwrap_or(0);
+        let at = |q: usize| {
+            lat.get((lat.len().saturating_sub(1)) * q / 100)
+                .copied()
+                .unwrap_or(0)
+        };
         let (call, reply) = self.state.rpcs.lock().last_path();
         Ok(BenchResult {
             conn: self.id,

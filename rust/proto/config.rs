@@ -289,7 +289,9 @@ pub fn parse_command(s: &str) -> Option<Command> {
         }
         "bench" => {
             let id = u32::from_str(w.next()?).ok()?;
-            let n = u32::from_str(w.next()?).ok().filter(|n| (1..=MAX_BENCH).contains(n))?;
+            let n = u32::from_str(w.next()?)
+                .ok()
+                .filter(|n| (1..=MAX_BENCH).contains(n))?;
             Some(Command::Bench(id, n, parse_spec(w)?))
         }
         _ => None,
@@ -390,7 +392,11 @@ mod tests {
         assert_eq!(parse_command("call 3 dance"), None);
         assert_eq!(
             parse_command("bench 2 1000 echo 8 ddp=0"),
-            Some(Command::Bench(2, 1000, CallSpec::Echo { len: 8, ddp: false }))
+            Some(Command::Bench(
+                2,
+                1000,
+                CallSpec::Echo { len: 8, ddp: false }
+            ))
         );
         assert_eq!(parse_command("bench 2 0 null"), None);
         assert_eq!(parse_command("bench 2 100001 null"), None);

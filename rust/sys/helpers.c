@@ -1137,3 +1137,54 @@ int rpcrdma_cm_reject(struct rdma_cm_id *id)
 {
 	return rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 }
+
+/* RDMA devices appearing ------------------------------------------------- */
+
+/*
+ * An IB client whose only job is to tell Rust that a device was added (so
+ * listeners whose device went away can listen again). The news travels
+ * through a work item, so Rust runs without the IB core's locks held.
+ */
+void rpcrdma_cm_device_added_rs(void *ctx);
+
+static void *rpcrdma_cm_client_ctx;
+
+static void rpcrdma_cm_client_workfn(struct work_struct *work)
+{
+	rpcrdma_cm_device_added_rs(rpcrdma_cm_client_ctx);
+}
+
+static DECLARE_WORK(rpcrdma_cm_client_work, rpcrdma_cm_client_workfn);
+
+static int rpcrdma_cm_client_add(struct ib_device *device)
+{
+	schedule_work(&rpcrdma_cm_client_work);
+	return 0;
+}
+
+static void rpcrdma_cm_client_remove(struct ib_device *device, void *client_data)
+{
+}
+
+static struct ib_client rpcrdma_cm_client = {
+	.name = "rpcrdma_cm",
+	.add = rpcrdma_cm_client_add,
+	.remove = rpcrdma_cm_client_remove,
+};
+
+/* @ctx is passed to rpcrdma_cm_device_added_rs() until unregistered. */
+int rpcrdma_cm_client_register(void *ctx);
+int rpcrdma_cm_client_register(void *ctx)
+{
+	rpcrdma_cm_client_ctx = ctx;
+	return ib_register_client(&rpcrdma_cm_client);
+}
+
+/* After this returns, rpcrdma_cm_device_added_rs() is not running nor called. */
+void rpcrdma_cm_client_unregister(void);
+void rpcrdma_cm_client_unregister(void)
+{
+	ib_unregister_client(&rpcrdma_cm_client);
+	cancel_work_sync(&rpcrdma_cm_client_work);
+	rpcrdma_cm_client_ctx = NULL;
+}

@@ -10,5 +10,6 @@
 pub(crate) mod chunk;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
+pub(crate) mod ib_client;
 pub(crate) mod param;
 pub(crate) mod rdma_cm;

@@ -10,9 +10,13 @@
  *                                   the reply ("reply len=N HEX"), "no reply"
  *                                   after 3 s, or "connection lost"; then
  *                                   disconnect
- *   pvt_peer server ADDR PORT HEX   accept one connection with HEX as private
- *                                   data; print the client's, wait for the
- *                                   disconnect (at most 20 s)
+ *   pvt_peer server ADDR PORT HEX [reject|hangup]
+ *                                   accept one connection with HEX as private
+ *                                   data (4 Receives posted, never answered);
+ *                                   print the client's, wait for the
+ *                                   disconnect (at most 20 s). "reject":
+ *                                   reject it instead; "hangup": disconnect
+ *                                   right after ESTABLISHED
  *
  * HEX may be empty ("") for no private data. A REQ carries at most 56 octets of
  * consumer private data with RDMA_PS_TCP, a REP at most 196. Exit status 0 when
@@ -168,7 +172,7 @@ int main(int argc, char **argv)
 	int server, len;
 
 	if (argc < 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "server")) ||
-	    (argc > 5 && strcmp(argv[1], "client"))) {
+	    (argc > 6 && strcmp(argv[1], "client"))) {
 		fprintf(stderr, "usage: %s client|server ADDR PORT HEX [MSG...]\n", argv[0]);
 		return 1;
 	}
@@ -202,6 +206,11 @@ int main(int argc, char **argv)
 		print_hex("peer_pvt", ev->param.conn.private_data,
 			  ev->param.conn.private_data_len);
 		rdma_ack_cm_event(ev);
+		if (argc > 5 && !strcmp(argv[5], "reject")) {
+			rdma_reject(conn, NULL, 0);
+			printf("rejected\n");
+			return 0;
+		}
 		if (qp(conn) || rdma_accept(conn, &param)) {
 			perror("accept");
 			return 2;
@@ -209,6 +218,19 @@ int main(int argc, char **argv)
 		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
 		printf("established\n");
 		fflush(stdout);
+		if (argc > 5 && !strcmp(argv[5], "hangup")) {
+			rdma_disconnect(conn);
+			rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+			return 0;
+		}
+		{
+			static unsigned char rbuf[NRECV][MSG_MAX];
+			struct ibv_mr *mr = rdma_reg_msgs(conn, rbuf, sizeof(rbuf));
+			int i;
+
+			for (i = 0; mr && i < NRECV; i++)
+				rdma_post_recv(conn, NULL, rbuf[i], MSG_MAX, mr);
+		}
 		alarm(20);
 		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
 		return 0;
