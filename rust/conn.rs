@@ -65,6 +65,17 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
     }
 }
 
+/// A copy of a list of shared objects, taken under its lock and used after it,
+/// so the objects' own locks never nest in the list's.
+fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
+    let l = list.lock();
+    let mut v = KVec::with_capacity(l.len(), GFP_KERNEL)?;
+    for x in l.iter() {
+        v.push(x.clone(), GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
 /// Module-wide state: counters, connections and listeners.
 #[pin_data]
 pub(crate) struct State {
@@ -143,17 +154,10 @@ impl State {
 
     /// Listens again on every endpoint whose listener lost its device.
     fn restart_listeners(&self) {
-        let snapshot = {
-            let ls = self.listeners.lock();
-            let mut v = KVec::new();
-            for l in ls.iter() {
-                if v.push(l.clone(), GFP_KERNEL).is_err() {
-                    break;
-                }
-            }
-            v
+        let Ok(listeners) = snapshot(&self.listeners) else {
+            return;
         };
-        for l in snapshot.iter() {
+        for l in listeners.iter() {
             if l.cm.lock().is_some() {
                 continue;
             }
@@ -212,12 +216,7 @@ impl State {
 
     /// A snapshot of the connection list, so no `Conn` lock nests in the list lock.
     fn snapshot(&self) -> Result<KVec<Arc<Conn>>> {
-        let conns = self.conns.lock();
-        let mut v = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
-        for c in conns.iter() {
-            v.push(c.clone(), GFP_KERNEL)?;
-        }
-        Ok(v)
+        snapshot(&self.conns)
     }
 
     /// `disconnect ID`.

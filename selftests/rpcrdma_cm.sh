@@ -521,7 +521,7 @@ rust_remote_invalidation_with_chunks() {
 			# the server when both set R.
 			echo_case "$id" 65536 1 read_chunk write_list || ok=1
 			echo_case "$id" 100000 1 read_chunk write_list || ok=1
-			# An inline call with a Reply chunk: one MR.
+			# A long call with a Reply chunk: two MRs as well.
 			echo_case "$id" 8000 0 long reply_chunk || ok=1
 			swi=$(xcount "$sid" send_with_invalidate)
 			ri=$(xcount "$id" remote_invalidations)
