@@ -46,6 +46,7 @@ ALL_TESTS="
 	hostile_private_data_from_clients
 	hostile_private_data_from_servers
 	malformed_headers_from_a_client
+	malformed_replies_from_a_server
 	peers_that_reject_vanish_or_never_answer
 	churn_connects_and_unload
 	dmesg_clean
@@ -851,6 +852,130 @@ malformed_headers_from_a_client() {
 	[ "$(xcount "$sid" rdma_error_received)" = 1 ] || { fail "rdma_error_received"; ok=1; }
 	# RDMA_NOMSG without its Read chunk, and the bogus rkey.
 	[ "$(xcount "$sid" chunk_errors)" = 2 ] || { fail "chunk_errors"; ok=1; }
+	return $ok
+}
+
+# hostile_server PORT REPLY...: starts pvt_peer as a server answering calls
+# with the REPLYs (see selftests/tools/pvt_peer.c), connects our client to it
+# and prints the connection id once established.
+hostile_server() {
+	local port=$1 out=/tmp/hostile_server.$1 id
+	shift
+	timeout -s KILL 120 "$PVT_PEER" server "$ADDR" "$port" f6ab0e1801010303 reply "$@" >$out 2>&1 &
+	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
+	id=$(client_connect "$ADDR $port") || return 1
+	wait_field "$id" state established >&2 || return 1
+	echo "$id"
+}
+
+# A hostile server answering our client's calls with crafted replies: each call
+# ends with the RFC 8166 outcome or a clean error, at once (only the server
+# that never answers costs the call timeout), and its counter rises; no oops,
+# and no MR is left once the connections are gone.
+malformed_replies_from_a_server() {
+	local id ok=0 mr0 hdr ok_rpc good t0 i
+	local -a replies
+	hdr="XXXXXXXX$(w 1 32 0 0 0 0)" # RDMA_MSG, 32 credits, no chunks
+	ok_rpc="XXXXXXXX$(w 1 0 0 0 0)" # MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS
+	good=$hdr$ok_rpc
+	replies=(
+		# 1. 8 octets (XID and version only: dropped, as xprtrdma does), then the reply
+		"XXXXXXXX$(w 1)+$good"
+		# 2. a reply to an XID nobody waits for, then the right one
+		"$(w 0 1 32 0 0 0 0 0 1 0 0 0 0)+$good"
+		# 3. the right reply twice
+		"$good+$good"
+		# 4. RDMA_ERROR / ERR_VERS
+		"XXXXXXXX$(w 1 32 4 1 1 1)"
+		# 5. transport version 2
+		"XXXXXXXX$(w 2 32 0 0 0 0)$ok_rpc"
+		# 6. RDMA_NOMSG without a Reply chunk
+		"XXXXXXXX$(w 1 32 1 0 0 0)"
+		# 7. RDMA_NOMSG into a Reply chunk the call did not offer
+		"XXXXXXXX$(w 1 32 1 0 0 1 1 4660 4096 0 0)"
+		# 8. a Write chunk the call did not offer
+		"XXXXXXXX$(w 1 32 0 0 1 1 4660 65536 0 0 0 0)$ok_rpc"
+		# 9. 1 MiB "written" to an 8 KiB Write chunk
+		"XXXXXXXX$(w 1 32 0 0 1 1)HHHHHHHH$(w 1048576 0 0 0 0)$ok_rpc$(w 8192)"
+		# 10. an RPC call where the reply should be
+		"${hdr}XXXXXXXX$(w 0 2 1 1 1 0 0 0 0)"
+		# 11. the RPC reply's XID differs from the transport header's
+		"$hdr$(w 0 1 0 0 0 0)"
+		# 12. and 13. zero credits, then 65535
+		"XXXXXXXX$(w 1 0 0 0 0 0)$ok_rpc"
+		"XXXXXXXX$(w 1 65535 0 0 0 0)$ok_rpc"
+		# 14. RDMA_ERROR / ERR_CHUNK sent with invalidate of the call's Read chunk
+		"inv:XXXXXXXX$(w 1 32 4 2)"
+		# 15. no reply
+		"-"
+		# 16. the right reply, sent with invalidate of an rkey that is not ours:
+		# our Receive fails (remote invalidate request error), the QP is dead
+		"inv=deadbeef:$good"
+	)
+	case_() { # N RESULT ARGS...: one call; RESULT is success or an errno
+		local n=$1 want=$2 line
+		shift 2
+		rpc "$id" "$@" 2>/dev/null
+		line=$(last_rpc)
+		ktap_print_msg "$n: $line"
+		if [ "$want" = success ]; then
+			expect "$line" result=success
+		else
+			expect "$line" result=error error="$want"
+		fi || { ktap_print_msg "case $n (${replies[$((n - 1))]:0:60}...): expected $want"; ok=1; }
+	}
+	want_x() { # NAME VALUE
+		[ "$(xcount "$id" "$1")" = "$2" ] || { fail "$1: $(xcount "$id" "$1"), expected $2"; ok=1; }
+	}
+	credits() { field "$(grep "^id=$id " "$DBG/xprt")" credits; }
+	load_module || return 1
+	mr0=$(mrs)
+	id=$(hostile_server 20084 "${replies[@]}") || return 1
+	case_ 1 success null
+	case_ 2 success null
+	case_ 3 success null
+	case_ 4 -121 null
+	case_ 5 -71 null
+	case_ 6 -71 null
+	case_ 7 -71 null
+	case_ 8 -71 null
+	case_ 9 -71 echo 8192
+	case_ 10 -71 null
+	case_ 11 -71 null
+	case_ 12 success null
+	[ "$(credits)" = 1 ] || { fail "0 credits granted: now $(credits), expected 1"; ok=1; }
+	case_ 13 success null
+	[ "$(credits)" = 32 ] || { fail "65535 credits granted: now $(credits), expected 32"; ok=1; }
+	case_ 14 -121 echo 8192
+	case_ 15 -110 null
+	t0=$SECONDS
+	case_ 16 -107 null
+	[ $((SECONDS - t0)) -lt 5 ] || { fail "the call on a dead QP took $((SECONDS - t0)) s"; ok=1; }
+	wait_field "$id" state disconnected 90 || ok=1
+	diag cat /tmp/hostile_server.20084
+	ktap_print_msg "$(grep "^id=$id " "$DBG/xprt")"
+	want_x header_errors 3
+	want_x replies_unmatched 2
+	want_x rdma_error_received 2
+	want_x chunk_errors 3
+	want_x rpc_errors 2
+	want_x remote_invalidations 1
+	# Cases 9 and 14 registered 2 chunks each; 14's Read chunk was invalidated
+	# by the server.
+	want_x local_invalidations 3
+	want_x rpc_timeouts 1
+	want_x recv_errors 1
+	# 17. a reply larger than our Receive buffers (recv_size 4096): that
+	# Receive fails, the connection ends, the call fails at once.
+	id=$(hostile_server 20085 "pad=8192:$good") || return 1
+	t0=$SECONDS
+	case_ 17 -107 null
+	[ $((SECONDS - t0)) -lt 5 ] || { fail "the call on a dead QP took $((SECONDS - t0)) s"; ok=1; }
+	wait_field "$id" state disconnected 90 || ok=1
+	diag cat /tmp/hostile_server.20085
+	want_x recv_errors 1
+	wait
+	[ "$(mrs)" = "$mr0" ] || { fail "MRs: $(mrs), $mr0 before"; ok=1; }
 	return $ok
 }
 

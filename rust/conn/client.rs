@@ -330,7 +330,11 @@ impl Conn {
         g.x.next_xid = xid.wrapping_add(1);
         rec.xid = xid;
         let slot = g.x.pending.iter().position(|p| p.is_none()).ok_or(EBUSY)?;
-        g.x.pending[slot] = Some(Pending { xid, result: None });
+        g.x.pending[slot] = Some(Pending {
+            xid,
+            result: None,
+            invalidated: None,
+        });
         g.x.outstanding += 1;
 
         let mut chunks = CallChunks::default();
@@ -338,12 +342,13 @@ impl Conn {
             .send_call(&g, req, xid, &p, &mut chunks)
             .and_then(|()| self.wait_reply(&mut g, xid, left));
         // Free the slot and the credit, whatever happened.
+        let mut invalidated = None;
         if let Some(p) =
             g.x.pending
                 .iter_mut()
                 .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))
         {
-            *p = None;
+            invalidated = p.take().and_then(|p| p.invalidated);
         }
         g.x.outstanding -= 1;
         drop(g);
@@ -352,10 +357,10 @@ impl Conn {
         // Check what came back (in the Send or in our chunks), then release the
         // chunks: the reply's Send With Invalidate (if any) spares one LOCAL_INV.
         let checked = match &result {
-            Ok(done) => self.finish_reply(req, done, &mut chunks, xid, rec),
+            Ok(done) => self.finish_reply(req, done, &p.reply, &mut chunks, xid, rec),
             Err(_) => Ok(()),
         };
-        self.release_chunks(chunks, result.as_ref().ok().and_then(|d| d.invalidated));
+        self.release_chunks(chunks, invalidated);
         let done = result?;
         rec.reply = done.kind.name();
         rec.reply_len = done.reply_len;
@@ -508,10 +513,24 @@ impl Conn {
         &self,
         req: &Req<'_>,
         done: &Done,
+        offered: &ReplyPlan,
         chunks: &mut CallChunks,
         xid: u32,
         rec: &mut RpcRecord,
     ) -> Result {
+        // The responder may use only the chunk the call offered, and no more of
+        // it than offered (RFC 8166, Sections 3.4.6 and 3.4.7).
+        let within = |w: u32| chunks.reply.as_ref().is_some_and(|c| w <= c.len());
+        let honest = match (done.kind, offered) {
+            (ReplyKind::Inline, _) => true,
+            (ReplyKind::WriteList { written }, ReplyPlan::WriteList { .. }) => within(written),
+            (ReplyKind::ReplyChunk { written }, ReplyPlan::ReplyChunk { .. }) => within(written),
+            _ => false,
+        };
+        if !honest {
+            self.count(X::ChunkErrors, 1);
+            return Err(eproto());
+        }
         // The RPC reply message as far as it is in memory we can read directly:
         // the Send's RPC part, or the whole Reply chunk.
         let whole: KVVec<u8>;
@@ -519,7 +538,7 @@ impl Conn {
             ReplyKind::ReplyChunk { written } => {
                 let c = chunks.reply.as_mut().ok_or(EINVAL)?;
                 let mut v = KVVec::new();
-                v.extend_with(written.min(c.len()) as usize, 0, GFP_KERNEL)?;
+                v.extend_with(written as usize, 0, GFP_KERNEL)?;
                 c.read_at(0, &mut v)?;
                 whole = v;
                 &whole
@@ -652,22 +671,21 @@ impl Conn {
                 self.count(X::HeaderErrors, 1);
                 xid.map(|x| (x, Err(eproto().to_errno()), None))
             }
-            Ok(h) => Some((
-                h.xid,
-                self.reply_done(&h, data, invalidated),
-                Some(h.credits),
-            )),
+            Ok(h) => Some((h.xid, self.reply_done(&h, data), Some(h.credits))),
         };
         let Some((xid, result, credits)) = outcome else {
             return;
         };
         let mut g = self.inner.lock();
-        if let Some(c) = credits {
-            g.x.credits = c.clamp(1, QP_DEPTH);
-        }
         match g.x.slot(xid) {
             Some(p) if p.result.is_none() => {
                 p.result = Some(result);
+                p.invalidated = invalidated;
+                // As xprtrdma: only a reply to a call of ours updates the
+                // grant; 0 means 1.
+                if let Some(c) = credits {
+                    g.x.credits = c.clamp(1, QP_DEPTH);
+                }
                 self.count(X::RepliesReceived, 1);
                 drop(g);
                 self.cv.notify_all();
@@ -677,12 +695,7 @@ impl Conn {
     }
 
     /// What a reply's transport header says, with a copy of its inline RPC part.
-    fn reply_done(
-        &self,
-        h: &Header<'_>,
-        data: &[u8],
-        invalidated: Option<u32>,
-    ) -> core::result::Result<Done, i32> {
+    fn reply_done(&self, h: &Header<'_>, data: &[u8]) -> core::result::Result<Done, i32> {
         let chunks = match h.body {
             Body::Error(_) => {
                 self.count(X::RdmaErrorReceived, 1);
@@ -694,7 +707,6 @@ impl Conn {
             rpc: KVec::new(),
             reply_len: 0,
             kind: ReplyKind::Inline,
-            invalidated,
         };
         if let Body::NoMsg(_) = h.body {
             let Some(total) = chunks.reply_chunk().map(|s| s.total_len()) else {

@@ -80,14 +80,15 @@ pub(super) struct Done {
     /// The RPC reply's length, chunks included.
     pub(super) reply_len: u32,
     pub(super) kind: ReplyKind,
-    /// The rkey the reply invalidated (Send With Invalidate).
-    pub(super) invalidated: Option<u32>,
 }
 
 /// A call waiting for its reply.
 pub(super) struct Pending {
     pub(super) xid: u32,
     pub(super) result: Option<core::result::Result<Done, i32>>,
+    /// The rkey its reply's Send With Invalidate invalidated, whatever the
+    /// reply said (an RDMA_ERROR may come that way too).
+    pub(super) invalidated: Option<u32>,
 }
 
 /// Per-connection messaging state, under the connection's mutex.
@@ -272,9 +273,19 @@ impl Conn {
     }
 
     /// A work request failed: the QP is in the error state and the connection
-    /// is of no further use. Disconnect (as xprtrdma and svcrdma do); the
-    /// DISCONNECTED event then closes it and fails the calls in flight.
+    /// is of no further use. Fail the calls in flight and refuse new ones now
+    /// (state `disconnecting`), then disconnect (as xprtrdma and svcrdma do);
+    /// the DISCONNECTED event closes the connection when the peer answers or
+    /// the CM gives up.
     fn fatal(&self, id: &CmIdRef<'_>) {
+        {
+            let mut g = self.inner.lock();
+            if g.state == "established" {
+                g.state = "disconnecting";
+            }
+            g.x.fail_all(enotconn().to_errno());
+        }
+        self.cv.notify_all();
         let _ = id.disconnect();
     }
 

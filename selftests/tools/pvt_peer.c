@@ -10,13 +10,24 @@
  *                                   the reply ("reply len=N HEX"), "no reply"
  *                                   after 3 s, or "connection lost"; then
  *                                   disconnect
- *   pvt_peer server ADDR PORT HEX [reject|hangup]
+ *   pvt_peer server ADDR PORT HEX [reject|hangup|reply REPLY...]
  *                                   accept one connection with HEX as private
  *                                   data (4 Receives posted, never answered);
  *                                   print the client's, wait for the
  *                                   disconnect (at most 20 s). "reject":
  *                                   reject it instead; "hangup": disconnect
- *                                   right after ESTABLISHED
+ *                                   right after ESTABLISHED; "reply": answer
+ *                                   the i-th call received with REPLY i (a
+ *                                   hostile server), printing "call len=N
+ *                                   xid=X handle=H" for each call (H: its
+ *                                   first chunk segment's, 0 if none), then
+ *                                   "sent len=N" or "connection lost" for
+ *                                   each message sent
+ *
+ * REPLY is "-" (send nothing) or messages joined by '+', sent in order. Each
+ * message is hex, where "XXXXXXXX" stands for the call's XID and "HHHHHHHH"
+ * for H, with optional prefixes: "inv:" sends it with Send With Invalidate of
+ * H, "inv=KKKKKKKK:" of rkey KKKKKKKK; "pad=N:" appends N zero octets.
  *
  * HEX may be empty ("") for no private data. A REQ carries at most 56 octets of
  * consumer private data with RDMA_PS_TCP, a REP at most 196. Exit status 0 when
@@ -33,6 +44,7 @@
 #include <rdma/rdma_verbs.h>
 
 #define MSG_MAX 4096
+#define SEND_MAX 32768
 #define NRECV 4
 
 static int parse_hex(const char *hex, unsigned char *out, size_t max)
@@ -91,17 +103,181 @@ static int qp(struct rdma_cm_id *id)
 	return rdma_create_qp(id, NULL, &attr);
 }
 
-/* Waits up to 3 s for one completion on @cq; 1 if one came (in @wc). */
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+/* Waits up to @ms for one completion on @cq; 1 if one came (in @wc). */
+static int poll_for(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {
 	struct timespec d = { 0, 10 * 1000 * 1000 };
 	int i, n;
 
-	for (i = 0; i < 300; i++) {
+	for (i = 0; i < ms / 10; i++) {
 		n = ibv_poll_cq(cq, 1, wc);
 		if (n)
 			return n > 0;
 		nanosleep(&d, NULL);
+	}
+	return 0;
+}
+
+/* Waits up to 3 s for one completion on @cq. */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	return poll_for(cq, wc, 3000);
+}
+
+static unsigned int be32_at(const unsigned char *p)
+{
+	return (unsigned int)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
+}
+
+/*
+ * The handle of the first segment of a call's chunk lists (RFC 8166 Section
+ * 4.2: Read list, Write list, Reply chunk after the 16-octet fixed part), 0 if
+ * the call carries none or is too short to tell.
+ */
+static unsigned int first_handle(const unsigned char *m, int len)
+{
+	int off = 16;
+
+	if (off + 4 > len)
+		return 0;
+	if (be32_at(m + off))			/* Read segment: position, handle */
+		return off + 12 <= len ? be32_at(m + off + 8) : 0;
+	off += 4;
+	if (off + 4 > len)
+		return 0;
+	if (be32_at(m + off))			/* Write chunk: count, handle */
+		return off + 12 <= len ? be32_at(m + off + 8) : 0;
+	off += 4;
+	if (off + 4 <= len && be32_at(m + off))	/* Reply chunk: count, handle */
+		return off + 12 <= len ? be32_at(m + off + 8) : 0;
+	return 0;
+}
+
+/* Replaces each 8-character @what in @hex by @val in hex. */
+static void subst(char *hex, const char *what, unsigned int val)
+{
+	char v[9], *p;
+
+	snprintf(v, sizeof(v), "%08x", val);
+	while ((p = strstr(hex, what)))
+		memcpy(p, v, 8);
+}
+
+/* Sends one REPLY message (see the usage text) for a call. */
+static int send_one(struct rdma_cm_id *id, struct ibv_mr *smr, unsigned char *sbuf,
+		    const char *spec, unsigned int xid, unsigned int handle)
+{
+	static char hex[2 * SEND_MAX + 1];
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	unsigned int inv = 0;
+	int pad = 0, len;
+
+	for (;;) {
+		if (!strncmp(spec, "inv:", 4)) {
+			inv = 1;
+			spec += 4;
+		} else if (!strncmp(spec, "inv=", 4) && sscanf(spec + 4, "%8x:", &inv) == 1 &&
+			   spec[12] == ':') {
+			handle = inv;
+			inv = 1;
+			spec += 13;
+		} else if (!strncmp(spec, "pad=", 4) && sscanf(spec + 4, "%d", &pad) == 1 &&
+			   strchr(spec, ':')) {
+			spec = strchr(spec, ':') + 1;
+		} else {
+			break;
+		}
+	}
+	if (strlen(spec) >= sizeof(hex)) {
+		fprintf(stderr, "REPLY message too long\n");
+		return 1;
+	}
+	strcpy(hex, spec);
+	subst(hex, "XXXXXXXX", xid);
+	subst(hex, "HHHHHHHH", handle);
+	len = parse_hex(hex, sbuf, SEND_MAX);
+	if (len < 0 || pad < 0 || len + pad > SEND_MAX) {
+		fprintf(stderr, "bad REPLY message '%s'\n", spec);
+		return 1;
+	}
+	memset(sbuf + len, 0, pad);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)sbuf, .length = len + pad,
+				.lkey = smr->lkey };
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = inv ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND;
+	wr.invalidate_rkey = handle;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(id->qp, &wr, &bad)) {
+		perror("ibv_post_send");
+		return 2;
+	}
+	if (!poll_one(id->send_cq, &wc) || wc.status != IBV_WC_SUCCESS) {
+		printf("connection lost\n");
+		fflush(stdout);
+		return -1;
+	}
+	printf("sent len=%d%s\n", len + pad, inv ? " with invalidate" : "");
+	fflush(stdout);
+	return 0;
+}
+
+/* Answers the i-th call received with @replies[i] (see the usage text). */
+static int serve(struct rdma_cm_id *id, char **replies, int n)
+{
+	static unsigned char sbuf[SEND_MAX], rbuf[NRECV][MSG_MAX];
+	struct ibv_mr *smr, *rmr;
+	struct ibv_wc wc;
+	int i, rc;
+
+	smr = rdma_reg_msgs(id, sbuf, sizeof(sbuf));
+	rmr = rdma_reg_msgs(id, rbuf, sizeof(rbuf));
+	if (!smr || !rmr) {
+		perror("rdma_reg_msgs");
+		return 2;
+	}
+	for (i = 0; i < NRECV; i++)
+		if (rdma_post_recv(id, (void *)(uintptr_t)i, rbuf[i], MSG_MAX, rmr)) {
+			perror("rdma_post_recv");
+			return 2;
+		}
+	for (i = 0; i < n; i++) {
+		unsigned char *m;
+		unsigned int xid, handle;
+		char *copy, *msg, *save;
+
+		if (!poll_for(id->recv_cq, &wc, 60000)) {
+			printf("no call\n");
+			fflush(stdout);
+			return 0;
+		}
+		if (wc.status != IBV_WC_SUCCESS) {
+			printf("connection lost\n");
+			fflush(stdout);
+			return 0;
+		}
+		m = rbuf[wc.wr_id];
+		xid = wc.byte_len >= 4 ? be32_at(m) : 0;
+		handle = first_handle(m, wc.byte_len);
+		printf("call len=%u xid=%08x handle=%08x\n", wc.byte_len, xid, handle);
+		fflush(stdout);
+		if (rdma_post_recv(id, (void *)(uintptr_t)wc.wr_id, m, MSG_MAX, rmr)) {
+			perror("rdma_post_recv");
+			return 2;
+		}
+		if (!strcmp(replies[i], "-"))
+			continue;
+		copy = strdup(replies[i]);
+		for (msg = strtok_r(copy, "+", &save); msg; msg = strtok_r(NULL, "+", &save)) {
+			rc = send_one(id, smr, sbuf, msg, xid, handle);
+			if (rc) {
+				free(copy);
+				return rc < 0 ? 0 : rc;
+			}
+		}
+		free(copy);
 	}
 	return 0;
 }
@@ -172,7 +348,7 @@ int main(int argc, char **argv)
 	int server, len;
 
 	if (argc < 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "server")) ||
-	    (argc > 6 && strcmp(argv[1], "client"))) {
+	    (argc > 6 && strcmp(argv[1], "client") && strcmp(argv[5], "reply"))) {
 		fprintf(stderr, "usage: %s client|server ADDR PORT HEX [MSG...]\n", argv[0]);
 		return 1;
 	}
@@ -220,6 +396,13 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (argc > 5 && !strcmp(argv[5], "hangup")) {
 			rdma_disconnect(conn);
+			rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+			return 0;
+		}
+		if (argc > 5 && !strcmp(argv[5], "reply")) {
+			if (serve(conn, argv + 6, argc - 6))
+				return 2;
+			alarm(20);
 			rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
 			return 0;
 		}
