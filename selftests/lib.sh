@@ -91,6 +91,16 @@ client_connect() {
 	echo $((before + 1))
 }
 
+# connected ARGS...: "connect ARGS" through control, then waits until that
+# connection is established; prints its id. Fails (saying why on stderr) when
+# it is not established within 20 s.
+connected() {
+	local id
+	id=$(client_connect "$@") || return 1
+	wait_field "$id" state established >&2 || return 1
+	echo "$id"
+}
+
 # The server-side line of the connection whose client is connection ID.
 server_for() {
 	local local_ep

@@ -148,8 +148,7 @@ params_refuse_bad_values() {
 check_pair() { # s_send s_recv s_r c_send c_recv c_r
 	local ss=$1 sr=$2 sR=$3 cs=$4 cr=$5 cR=$6 id cl sl c2s s2c ri
 	setp send_size "$ss" && setp recv_size "$sr" && setp remote_invalidate "$sR" || return 1
-	id=$(client_connect "$ADDR $PORT send_size=$cs recv_size=$cr remote_invalidate=$cR") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT send_size=$cs recv_size=$cr remote_invalidate=$cR") || return 1
 	cl=$(conn_line "$id")
 	sl=$(server_for "$id")
 	c2s=$(min "$cs" "$sr")
@@ -228,8 +227,7 @@ rust_client_rpcs_to_linux_nfsd() {
 	local id ok=0
 	load_module || return 1
 	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
-	id=$(client_connect "$ADDR 20049") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR 20049") || return 1
 	rpc "$id" null || { fail "NULL to nfsd failed: $(last_rpc)"; return 1; }
 	ktap_print_msg "$(last_rpc)"
 	expect "$(last_rpc)" prog=100003 vers=4 proc=0 call=inline reply=inline result=success reply_len=24 || ok=1
@@ -256,8 +254,7 @@ rust_client_nfs_read_write_readdir() {
 	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
 	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
 	nfs_files || return 1
-	id=$(client_connect "$ADDR 20049") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR 20049") || return 1
 	rpc "$id" nfs getattr f_4096 && expect "$(last_rpc)" result=success nfs_status=0 type=1 size=4096 || ok=1
 	for n in 1 1024 4096 65536 1048576; do
 		rpc "$id" nfs read f_$n $n || { fail "read f_$n: $(last_rpc)"; ok=1; continue; }
@@ -302,8 +299,7 @@ rust_client_nfs_threshold_edges() {
 		size=${size_recv%/*} recv=${size_recv#*/}
 		echo "$size" >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
 		head -c $size /dev/urandom >/tmp/export/f_edge
-		id=$(client_connect "$ADDR 20049 recv_size=$recv") || return 1
-		wait_field "$id" state established || return 1
+		id=$(connected "$ADDR 20049 recv_size=$recv") || return 1
 		c2s=$(field "$(conn_line "$id")" c2s)
 		s2c=$(field "$(conn_line "$id")" s2c)
 		[ "$c2s" = "$size" ] && [ "$s2c" = "$(min "$size" "$recv")" ] || { fail "c2s=$c2s s2c=$s2c"; ok=1; }
@@ -340,8 +336,7 @@ rust_client_nfs_remote_invalidation() {
 	nfs_files || return 1
 	base=$(mrs)
 	for r in 1 0; do
-		id=$(client_connect "$ADDR 20049 remote_invalidate=$r") || return 1
-		wait_field "$id" state established || return 1
+		id=$(connected "$ADDR 20049 remote_invalidate=$r") || return 1
 		rpc "$id" nfs read f_65536 65536 && expect "$(last_rpc)" reply=write_list data_fnv="$(fnv /tmp/export/f_65536)" || ok=1
 		rpc "$id" nfs read f_1048576 1048576 && expect "$(last_rpc)" reply=write_list || ok=1
 		rpc "$id" nfs readdir d500 && expect "$(last_rpc)" reply=reply_chunk entries=500 || ok=1
@@ -371,8 +366,7 @@ concurrent_calls_share_credits() {
 	start_nfsd || return 1
 	echo 4096 >/proc/sys/sunrpc/svc_rdma/max_req_size
 	nfs_files || return 1
-	id=$(client_connect "$ADDR $PORT") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT") || return 1
 	sid=$(field "$(server_for "$id")" id)
 	for i in 1 2 3 4 5 6 7 8; do
 		(
@@ -389,8 +383,7 @@ concurrent_calls_share_credits() {
 		{ fail "40 calls, 40 replies expected"; ok=1; }
 	[ "$(grep -c "conn=$id .*verified=1" "$DBG/rpcs")" = 40 ] || { fail "not all 40 echoes verified"; ok=1; }
 	echo "disconnect $id" >"$DBG/control"
-	id=$(client_connect "$ADDR 20049") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR 20049") || return 1
 	h=$(fnv /tmp/export/f_65536)
 	for i in 1 2 3 4 5 6; do
 		(for n in 1 2 3 4 5; do rpc "$id" nfs read f_65536 65536 || echo FAIL; done) >/tmp/par_$i 2>&1 &
@@ -409,8 +402,7 @@ concurrent_calls_share_credits() {
 # then takes a chunk).
 echo_edge() {
 	local cs=$1 cr=$2 id sid c2s s2c callmax replymax n ok=0 before
-	id=$(client_connect "$ADDR $PORT send_size=$cs recv_size=$cr") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT send_size=$cs recv_size=$cr") || return 1
 	c2s=$(field "$(conn_line "$id")" c2s)
 	s2c=$(field "$(conn_line "$id")" s2c)
 	sid=$(field "$(server_for "$id")" id)
@@ -472,8 +464,7 @@ rust_echo_every_chunk_type() {
 	load_module listen="$ADDR:$PORT" || return 1
 	base=$(mrs)
 	[[ $base =~ ^[0-9]+$ ]] || { fail "cannot count MRs: $(rdma resource show)"; return 1; }
-	id=$(client_connect "$ADDR $PORT send_size=4096 recv_size=4096") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT send_size=4096 recv_size=4096") || return 1
 	sid=$(field "$(server_for "$id")" id)
 	# c2s = s2c = 4096.
 	echo_case "$id" 4028 1 read_chunk inline || ok=1
@@ -515,8 +506,7 @@ rust_remote_invalidation_with_chunks() {
 	for sR in 0 1; do
 		for cR in 0 1; do
 			setp remote_invalidate "$sR"
-			id=$(client_connect "$ADDR $PORT remote_invalidate=$cR") || return 1
-			wait_field "$id" state established || return 1
+			id=$(connected "$ADDR $PORT remote_invalidate=$cR") || return 1
 			sid=$(field "$(server_for "$id")" id)
 			# Read chunk + Write chunk: two MRs per call, one invalidated by
 			# the server when both set R.
@@ -544,8 +534,7 @@ rust_remote_invalidation_with_chunks() {
 rust_server_rpc_errors() {
 	local id ok=0
 	load_module listen="$ADDR:$PORT" || return 1
-	id=$(client_connect "$ADDR $PORT") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT") || return 1
 	rpc "$id" rpc 100099 1 0 && expect "$(last_rpc)" result=prog_unavail || ok=1
 	rpc "$id" rpc 100003 4 1 && expect "$(last_rpc)" result=proc_unavail || ok=1
 	rpc "$id" rpc 100003 2 0 && expect "$(last_rpc)" result=prog_mismatch || ok=1
@@ -658,8 +647,7 @@ legacy_switch_with_linux_peers() {
 	load_module listen="$ADDR:$PORT" legacy=1 || return 1
 	# Our legacy client to nfsd: we send nothing, so we assume 1024/1024 for us.
 	start_nfsd || return 1
-	id=$(client_connect "$ADDR 20049") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR 20049") || return 1
 	line=$(conn_line "$id")
 	ktap_print_msg "$line"
 	expect "$line" sent=- peer_pvt=f6ab0e1801000303 c2s=1024 s2c=1024 reminv=0 || ok=1
@@ -672,11 +660,9 @@ legacy_switch_with_linux_peers() {
 unload_with_live_connections() {
 	local id
 	load_module listen="$ADDR:$PORT" || return 1
-	id=$(client_connect "$ADDR $PORT") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT") || return 1
 	server_for "$id" | grep -q "state=established" || { fail "server side not established"; return 1; }
-	id=$(client_connect "$ADDR 20049") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR 20049") || return 1
 	ktap_print_msg "$(grep -c 'state=established' "$DBG/connections") live connections at rmmod"
 	diag rmmod rpcrdma_cm || { fail "rmmod with live connections failed"; return 1; }
 	! module_loaded
@@ -685,8 +671,7 @@ unload_with_live_connections() {
 device_removal_with_live_connections() {
 	local id ok=0 removals bg
 	load_module listen="$ADDR:$PORT" || return 1
-	id=$(client_connect "$ADDR $PORT") || return 1
-	wait_field "$id" state established || return 1
+	id=$(connected "$ADDR $PORT") || return 1
 	# RPCs in flight (every chunk type) while the device goes away.
 	(for i in $(seq 1 200); do echo "call $id echo $((i * 997 % 70000))" >"$DBG/control" 2>/dev/null || break; done) &
 	bg=$!
@@ -859,13 +844,11 @@ malformed_headers_from_a_client() {
 # with the REPLYs (see selftests/tools/pvt_peer.c), connects our client to it
 # and prints the connection id once established.
 hostile_server() {
-	local port=$1 out=/tmp/hostile_server.$1 id
+	local port=$1 out=/tmp/hostile_server.$1
 	shift
 	timeout -s KILL 120 "$PVT_PEER" server "$ADDR" "$port" f6ab0e1801010303 reply "$@" >$out 2>&1 &
 	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
-	id=$(client_connect "$ADDR $port") || return 1
-	wait_field "$id" state established >&2 || return 1
-	echo "$id"
+	connected "$ADDR $port"
 }
 
 # A hostile server answering our client's calls with crafted replies: each call
