@@ -751,6 +751,14 @@ hostile_private_data_from_clients() {
 	pvt_case client f6ab0e180101 found offset=0 peer_r=1 peer_send=1024 peer_recv=1024 \
 		c2s=1024 s2c=1024 reminv=1 || ok=1
 	pvt_case client $M unknown_version offset=0 $defaults || ok=1
+	# The other lengths from 1 to 7 octets: a partial id is foreign data; the
+	# id and a version with zero padding is a message with R=0 and size codes 0.
+	pvt_case client f6 foreign $defaults || ok=1
+	pvt_case client f6ab foreign $defaults || ok=1
+	pvt_case client f6ab0e foreign $defaults || ok=1
+	pvt_case client f6ab0e1801 found offset=0 $defaults || ok=1
+	pvt_case client f6ab0e18010103 found offset=0 peer_r=1 peer_send=4096 peer_recv=1024 \
+		c2s=4096 s2c=1024 reminv=1 || ok=1
 	pvt_case client "${z48}${M}01010303" found offset=48 c2s=4096 s2c=4096 reminv=1 || ok=1
 	pvt_case client "${z49}${M}010103" truncated offset=49 $defaults || ok=1
 	pvt_case client "${M}02010303${M}01000f0f" found offset=8 peer_r=0 peer_send=16384 c2s=16384 || ok=1
@@ -977,6 +985,11 @@ peers_that_reject_vanish_or_never_answer() {
 	wait $pid
 	# 2. nobody answers: the dummy device takes the REQ and drops it, so the
 	# CM's own REQ timeout (rdma_cm's defaults: about a minute) ends it.
+	# The user need not wait for it: "disconnect" ends a connect in progress.
+	id=$(client_connect "192.0.2.98 20049") || return 1
+	wait_field "$id" state connecting || ok=1
+	echo "disconnect $id" >"$DBG/control" || { fail "disconnect while connecting"; ok=1; }
+	expect "$(conn_line "$id")" state=closed_by_user || ok=1
 	t0=$SECONDS
 	id=$(client_connect "192.0.2.99 20049") || return 1
 	for ((i = 0; i < 1200; i++)); do
