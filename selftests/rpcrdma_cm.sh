@@ -783,6 +783,21 @@ hostile_private_data_from_servers() {
 	pvt_case server "${z188}${M}01000303" found offset=188 c2s=4096 s2c=4096 reminv=0 || ok=1
 	pvt_case server "${z189}${M}010003" truncated offset=189 $defaults || ok=1
 	pvt_case server "${M}01010707${Z8}" found offset=0 peer_r=1 c2s=8192 reminv=1 || ok=1
+	# The client-side cases again, now in a REP (also zero-padded, to 196).
+	pvt_case server $M unknown_version offset=0 $defaults || ok=1
+	pvt_case server f6ab foreign $defaults || ok=1
+	pvt_case server f6ab0e180101 found offset=0 peer_r=1 peer_send=1024 peer_recv=1024 \
+		c2s=1024 s2c=1024 reminv=1 || ok=1
+	pvt_case server "${M}02010303${M}01000f0f" found offset=8 peer_r=0 peer_send=16384 \
+		peer_recv=16384 c2s=16384 s2c=16384 reminv=0 || ok=1
+	pvt_case server "${M}01010303${M}01000f0f" found offset=0 peer_r=1 c2s=4096 s2c=4096 reminv=1 || ok=1
+	pvt_case server "${M}00010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case server "${M}02010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case server "${M}ff010303" unknown_version offset=0 $defaults || ok=1
+	pvt_case server "${M}01fe0303" found peer_r=0 peer_send=4096 reminv=0 || ok=1
+	pvt_case server "${M}01ff0303" found peer_r=1 reminv=1 || ok=1
+	pvt_case server "${M}010000ff" found peer_send=1024 peer_recv=262144 c2s=16384 s2c=1024 || ok=1
+	pvt_case server 4d5041204944205265712046 foreign $defaults || ok=1
 	pvt_case server 6565ed87ca32c1c5edcc2df167f68fbb8088bfcd005325a2f64e5cb64ac52c6406c9bea577c94436f1639980ab4a7a254aa91f239c33f6714ed7a650a9c515db3c08f396079b7de7b387785efe52cf7212c9aed7bafa96fcc8626d7190134b2a575c8b4085e15e12ce2e4cb2116640193a9a271079386d4ea56d971ad00c2727edb8396597dbf5c86295f1f211491f8bb836852fb6255827587d0b4ee92629b57810cc1620fbe1220db5d42ed600fdfa2666037838cca9eabbea871e4d4f62578febbbef foreign $defaults || ok=1
 	return $ok
 }
@@ -1072,12 +1087,16 @@ dmesg_clean() {
 KMEMLEAK=/sys/kernel/debug/kmemleak
 
 # kmemleak_clean: scan now; any unreferenced object is reported and fails.
-# kmemleak reports only objects at least 5 s old, hence the wait; a report is
-# confirmed by a second scan (an object in transit between two pointers can
-# look unreferenced once), which is skipped when the first finds nothing.
+# kmemleak reports an object only when it is at least 5 s old and was already
+# unreferenced and unchanged at the scan before (a new object is always
+# "changed" at its first scan), so with one scan after each test a leak shows
+# after the test that made it or after the next one; kmemleak_after_all_tests
+# waits and scans twice, so nothing of the last test or the final unload
+# escapes. A report is confirmed by a second scan (an object in transit
+# between two pointers can look unreferenced once), which is skipped when the
+# first finds nothing.
 kmemleak_clean() {
 	local r
-	sleep 5
 	echo scan >"$KMEMLEAK" || return 1
 	r=$(cat "$KMEMLEAK")
 	if [ -n "$r" ]; then
@@ -1086,9 +1105,48 @@ kmemleak_clean() {
 	fi
 	echo clear >"$KMEMLEAK"
 	[ -z "$r" ] && return 0
-	ktap_print_msg "kmemleak:"
+	ktap_print_msg "kmemleak (objects allocated by this test or the one before):"
 	echo "$r" | head -60 | sed 's/^/# /'
 	return 1
+}
+
+# kmemleak_after_all_tests (debug kernels only, run before dmesg_clean):
+# unload the module, wait until everything allocated so far is old enough to
+# be reported, scan once so nothing is new any more, then check.
+kmemleak_after_all_tests() {
+	unload_module >/dev/null 2>&1
+	! module_loaded || { fail "rpcrdma_cm still loaded"; return 1; }
+	sleep 6
+	echo scan >"$KMEMLEAK" || return 1
+	kmemleak_clean
+}
+
+# kmemleak_finds_a_leak: load the kernel's kmemleak-test sample
+# (CONFIG_SAMPLE_KMEMLEAK), which leaks on purpose when it loads, and check
+# that scans report what it leaked (two scans, as in kmemleak_after_all_tests),
+# so a clean scan after a test means something. The module stays loaded (its
+# list keeps the rest referenced); the reported objects are cleared; the
+# sample's own log lines and the scan's "new suspected memory leaks", which
+# dmesg_clean would otherwise count, are bracketed by markers that klog
+# leaves out.
+kmemleak_finds_a_leak() {
+	local ko=$KSRC/samples/kmemleak/kmemleak-test.ko r
+	[ -r "$ko" ] || { fail "no $ko (CONFIG_SAMPLE_KMEMLEAK)"; return 1; }
+	echo "rpcrdma_cm-kmemleak-sample-start" >/dev/kmsg
+	insmod "$ko" || { fail "insmod kmemleak-test"; return 1; }
+	sleep 6
+	echo scan >"$KMEMLEAK" || return 1
+	echo scan >"$KMEMLEAK" || return 1
+	r=$(cat "$KMEMLEAK")
+	echo clear >"$KMEMLEAK"
+	# The scan logs "kmemleak: N new suspected memory leaks" too.
+	echo "rpcrdma_cm-kmemleak-sample-end" >/dev/kmsg
+	if ! echo "$r" | grep -q '\[kmemleak_test\]'; then
+		fail "kmemleak did not report the sample's leaks; it reported:"
+		echo "$r" | head -30 | sed 's/^/# /'
+		return 1
+	fi
+	ktap_print_msg "kmemleak reported $(echo "$r" | grep -c '^unreferenced object') objects leaked by the kmemleak-test sample"
 }
 
 # debug_kernel_checks_on (debug kernels only, run first): the checks
@@ -1103,6 +1161,7 @@ debug_kernel_checks_on() {
 		{ fail "lockdep switched itself off (debug_locks is not 1)"; ok=1; }
 	[ -w "$KMEMLEAK" ] || { fail "no kmemleak"; ok=1; }
 	[ -d /sys/kernel/debug/debug_objects ] || { fail "no debug_objects"; ok=1; }
+	kmemleak_finds_a_leak || ok=1
 	for f in sanity_checks red_zone poison; do
 		[ "$(cat /sys/kernel/slab/kmalloc-64/$f 2>/dev/null)" = 1 ] ||
 			{ fail "slub_debug: kmalloc-64 $f is not on"; ok=1; }
@@ -1111,10 +1170,38 @@ debug_kernel_checks_on() {
 	return $ok
 }
 
+# watchdog TEST: after TEST_WATCHDOG seconds (default 600; the longest test
+# takes about 220 s on the debug kernel) print, once, the kernel stack of
+# every task that is blocked (D) or in RDMA, RPC or module code, and the
+# module's connections and listeners, so a hang can be diagnosed from the
+# TAP output; the VM's hard timeout then ends the run. Started detached so
+# that a test's own bare `wait` does not wait for it.
+WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
+watchdog() {
+	local p st stack
+	sleep "${TEST_WATCHDOG:-600}"
+	ktap_print_msg "watchdog: $1 still running after ${TEST_WATCHDOG:-600} s; blocked or RDMA tasks:"
+	for p in /proc/[0-9]*; do
+		st=$(awk '/^State:/ { print $2 }' "$p/status" 2>/dev/null) || continue
+		stack=$(cat "$p/stack" 2>/dev/null)
+		[ "$st" = D ] || echo "$stack" | grep -qE 'rdma|rxe|ib_|rpcrdma|_cm_|cma_|iw_' || continue
+		ktap_print_msg "pid ${p#/proc/} $(cat "$p/comm" 2>/dev/null) state $st:"
+		echo "$stack" | sed 's/^/#   /'
+	done
+	[ -r "$DBG/connections" ] && sed 's/^/# /' "$DBG/connections" "$DBG/listeners"
+}
+
 main() {
 	local tests=${TESTS:-$ALL_TESTS} t
 	ensure_debugfs
 	[ -w "$KMEMLEAK" ] && [ -z "${TESTS:-}" ] && tests="debug_kernel_checks_on $tests"
+	if [ -w "$KMEMLEAK" ]; then
+		# The final unload is scanned too, before dmesg_clean reads the log.
+		case " $(echo $tests) " in
+		*" dmesg_clean "*) tests=${tests/dmesg_clean/kmemleak_after_all_tests dmesg_clean} ;;
+		*) tests="$tests kmemleak_after_all_tests" ;;
+		esac
+	fi
 	echo "rpcrdma_cm-selftests-start" >/dev/kmsg
 	ktap_print_header
 	ktap_set_plan "$(echo $tests | wc -w)"
@@ -1124,12 +1211,14 @@ main() {
 			continue
 		fi
 		local t0=$SECONDS
-		if [ -w "$KMEMLEAK" ]; then
+		(watchdog "$t" & echo $! >"$WATCHDOG_PID")
+		if [ -w "$KMEMLEAK" ] && [ "$t" != kmemleak_after_all_tests ]; then
 			# A debug kernel: the test fails if kmemleak finds a leak after it.
 			ktap_test_result "$t" eval "$t && kmemleak_clean"
 		else
 			ktap_test_result "$t" "$t"
 		fi
+		kill "$(cat "$WATCHDOG_PID")" 2>/dev/null
 		ktap_print_msg "$t: $((SECONDS - t0)) s"
 	done
 	unload_module >/dev/null 2>&1
