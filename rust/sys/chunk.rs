@@ -5,8 +5,13 @@
 //! RDMA Read and Write (responder). The C half is in `helpers.c` ("Chunks").
 //!
 //! A [`Chunk`] belongs to the QP of the id it was allocated on and holds a
-//! reference to it, so it may outlive the connection: operations then fail
-//! with `ENOTCONN` and dropping it just frees it. Dropping a registered chunk
+//! reference to it. It may outlive the connection briefly: operations then fail
+//! with `ENOTCONN` and dropping it just frees it. The connection's teardown
+//! (dropping its [`CmId`](super::rdma_cm::CmId)) waits for its chunks to be
+//! dropped, so that nothing of the connection is left on the device when the
+//! device goes away: a thread must not drop a `CmId` while it holds one of that
+//! id's chunks, and a holder must drop its chunks once the connection has
+//! failed, not wait for anything first. Dropping a registered chunk
 //! invalidates the registration first (LOCAL_INV) unless the peer already did
 //! ([`Chunk::remotely_invalidated`]), and waits for that to complete: the
 //! memory is never freed while the peer can still reach it.

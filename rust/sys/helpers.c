@@ -387,7 +387,10 @@ void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
  * (rpcrdma_cm_destroy_qp) sets @closed under the lock, drains the QP (every
  * posted WR completes, flushed if need be), lets the Receive work finish,
  * waits for @users to reach zero, and only then frees the QP, buffers and CQ.
- * The PD lives on until the last chunk holding a reference (@ref) is freed.
+ * Chunks hold a reference (@ref) each: teardown then waits for the last one to
+ * be freed (@released), frees the PD and returns, so nothing of the connection
+ * is left on the device. Device removal depends on that: the CM lets the
+ * driver free the device once the DEVICE_REMOVAL handlers have returned.
  */
 struct rpcrdma_cm_qp;
 
@@ -407,6 +410,7 @@ struct rpcrdma_cm_buf {
 
 struct rpcrdma_cm_qp {
 	struct kref ref;
+	struct completion released;
 	struct rdma_cm_id *id;
 	struct ib_pd *pd;
 	struct ib_cq *cq;
@@ -418,6 +422,9 @@ struct rpcrdma_cm_qp {
 	struct list_head send_free;
 	struct list_head recv_ready;
 	struct work_struct recv_work;
+	/* One RDMA Read/Write chain at a time, of at most @rw_wrs WRs. */
+	struct mutex rw_lock;
+	u32 rw_wrs;
 	u32 nrecv, nsend;
 	struct rpcrdma_cm_buf *recv;
 	struct rpcrdma_cm_buf *send;
@@ -440,13 +447,19 @@ struct rpcrdma_cm_wc_info {
 void rpcrdma_cm_recv_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
 void rpcrdma_cm_send_rs(void *owner, const struct rpcrdma_cm_wc_info *wc);
 
+/*
+ * The last reference went (destroy_qp's own, or a chunk's after it): free the
+ * PD and let destroy_qp, which waits for this, free @qp. complete() is the
+ * last access to @qp here, and the waiter cannot return before it is done.
+ */
 static void rpcrdma_cm_qp_release(struct kref *ref)
 {
 	struct rpcrdma_cm_qp *qp = container_of(ref, struct rpcrdma_cm_qp, ref);
 
 	if (qp->pd)
 		ib_dealloc_pd(qp->pd);
-	kfree(qp);
+	qp->pd = NULL;
+	complete(&qp->released);
 }
 
 /* Starts an operation that posts: fails once the QP is closing. */
@@ -610,11 +623,19 @@ static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
 /* Registrations and invalidations per chunk, and one RDMA Read/Write context. */
 #define RPCRDMA_CM_MR_WRS 6
 
+/* At most this many pages per RDMA Read/Write WR (the device may allow fewer). */
+#define RPCRDMA_CM_RW_SGES 16
+
+/* The most pages one chunk may have (4 MiB with 4 KiB pages). */
+#define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
+
 /*
  * A PD, one CQ for both directions (polled from a workqueue), an RC QP on
  * @id's device with @depth Receives, @depth Sends plus room for FRWR
- * registrations and invalidations, @depth RDMA Read/Write contexts (plus one
- * WR each way for the drain), @depth Send buffers of @send_size octets, and
+ * registrations and invalidations, room for one RDMA Read/Write chain as long
+ * as the largest chunk needs (up to RPCRDMA_CM_RW_SGES pages per WR; RDMA
+ * Reads and Writes run one at a time, see rpcrdma_cm_chunk_rdma()), one WR
+ * each way for the drain, @depth Send buffers of @send_size octets, and
  * @depth Receive buffers of @recv_size octets, all posted. Completions go to
  * @owner.
  */
@@ -626,8 +647,8 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 	struct ib_qp_init_attr attr = {};
 	struct rpcrdma_cm_qp *qp;
 	unsigned long flags;
+	u32 i, sges, own, rw;
 	int ret;
-	u32 i;
 
 	if (!id->device)
 		return -ENODEV;
@@ -637,6 +658,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 	if (!qp)
 		return -ENOMEM;
 	kref_init(&qp->ref);
+	init_completion(&qp->released);
 	qp->id = id;
 	qp->owner = owner;
 	spin_lock_init(&qp->lock);
@@ -644,15 +666,26 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 	INIT_LIST_HEAD(&qp->send_free);
 	INIT_LIST_HEAD(&qp->recv_ready);
 	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
+	mutex_init(&qp->rw_lock);
 	qp->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(qp->pd)) {
 		ret = PTR_ERR(qp->pd);
 		qp->pd = NULL;
 		goto out;
 	}
-	/* Every signaled WR: Sends, registrations, RDMA contexts, Receives, drain. */
-	qp->cq = ib_alloc_cq_any(id->device, NULL,
-				 depth * (RPCRDMA_CM_MR_WRS + 3) + 2, IB_POLL_WORKQUEUE);
+	sges = min3(id->device->attrs.max_send_sge, id->device->attrs.max_sge_rd,
+		    RPCRDMA_CM_RW_SGES);
+	sges = max(sges, 1U);
+	own = depth * (RPCRDMA_CM_MR_WRS + 1) + 1;
+	rw = DIV_ROUND_UP(RPCRDMA_CM_CHUNK_MAX_PAGES, sges);
+	/*
+	 * Every WR that can be outstanding, signaled or not (a flush completes
+	 * them all): ours, the RDMA Read/Write room (up to three WRs per context
+	 * where rdma_rw registers), the Receives and the drain. A CQ that
+	 * overflowed would lose completions, the drain's among them.
+	 */
+	qp->cq = ib_alloc_cq_any(id->device, NULL, own + 3 * rw + depth + 1,
+				 IB_POLL_WORKQUEUE);
 	if (IS_ERR(qp->cq)) {
 		ret = PTR_ERR(qp->cq);
 		qp->cq = NULL;
@@ -660,17 +693,20 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id, u32 depth, u32 send_size,
 	}
 	attr.send_cq = qp->cq;
 	attr.recv_cq = qp->cq;
-	attr.cap.max_send_wr = depth * (RPCRDMA_CM_MR_WRS + 1) + 1;
+	attr.cap.max_send_wr = own;
 	attr.cap.max_recv_wr = depth + 1;
-	attr.cap.max_send_sge = 1;
+	attr.cap.max_send_sge = sges;
 	attr.cap.max_recv_sge = 1;
-	attr.cap.max_rdma_ctxs = depth;
+	/* rdma_rw_init_qp() adds at least one Send WR per context. */
+	attr.cap.max_rdma_ctxs = rw;
 	attr.port_num = id->port_num;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	ret = rdma_create_qp(id, qp->pd, &attr);
 	if (ret)
 		goto out;
+	/* What the device granted beyond our own WRs is for RDMA Read/Write. */
+	qp->rw_wrs = attr.cap.max_send_wr > own ? attr.cap.max_send_wr - own : 0;
 
 	ret = -ENOMEM;
 	qp->send = kcalloc(depth, sizeof(*qp->send), GFP_KERNEL);
@@ -707,9 +743,11 @@ out:
 /*
  * Stops posting, flushes every posted WR (their callbacks run and return before
  * ib_drain_qp() does), lets the Receive work finish, waits for operations in
- * progress, then frees the QP, buffers and CQ; the PD goes with the last
- * reference. Must not be called from a completion callback or the Receive
- * work of this QP (they would be waited for).
+ * progress, frees the QP, buffers and CQ, then waits for the chunks still
+ * allocated on this QP to be freed (their operations fail now, so their holders
+ * let go at once) and frees the PD and @qp. Must not be called from a
+ * completion callback or the Receive work of this QP, nor by a thread holding
+ * one of its chunks (they would be waited for).
  */
 void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 {
@@ -732,6 +770,10 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 		ib_free_cq(qp->cq);
 	qp->cq = NULL;
 	kref_put(&qp->ref, rpcrdma_cm_qp_release);
+	while (!wait_for_completion_timeout(&qp->released, 10 * HZ))
+		pr_warn("rpcrdma_cm: a closed connection still waits for %u chunk(s) to be freed\n",
+			kref_read(&qp->ref));
+	kfree(qp);
 }
 
 /*
@@ -837,9 +879,6 @@ struct rpcrdma_cm_chunk {
 	struct completion rw_done;
 	int rw_status;
 };
-
-/* The most pages one chunk may have (4 MiB with 4 KiB pages). */
-#define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
 
 struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len);
 struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
@@ -1063,6 +1102,9 @@ static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
 /*
  * Moves the whole chunk from (RDMA Read) or to (@write: RDMA Write) the peer's
  * memory at @addr/@rkey, and waits for it. Not from a completion callback.
+ * One chain at a time per QP (@rw_lock), never longer than the room the QP
+ * keeps for it (@rw_wrs): a chain that did not fit would be posted in part,
+ * and the posted part would go on touching the chunk after an error return.
  */
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
@@ -1078,10 +1120,15 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 	ret = rpcrdma_cm_qp_enter(qp);
 	if (ret)
 		return ret;
+	mutex_lock(&qp->rw_lock);
 	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages,
 			       0, addr, rkey, dir);
 	if (ret < 0)
 		goto out;
+	if (ret > qp->rw_wrs) {
+		ret = -EMSGSIZE;
+		goto destroy;
+	}
 	reinit_completion(&c->rw_done);
 	c->rw_cqe.done = rpcrdma_cm_rw_done;
 	spin_lock_irqsave(&qp->lock, flags);
@@ -1092,8 +1139,10 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 		wait_for_completion(&c->rw_done);
 		ret = c->rw_status == IB_WC_SUCCESS ? 0 : -EIO;
 	}
+destroy:
 	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages, dir);
 out:
+	mutex_unlock(&qp->rw_lock);
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
 }

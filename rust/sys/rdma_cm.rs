@@ -13,6 +13,11 @@
 //!   to the CM by returning non-zero, after which no event reaches the handler.
 //!   Dropped anywhere else, it takes the handler lock, frees the QP, marks the id
 //!   dead (later events are ignored) and calls `rdma_destroy_id()`.
+//! - Dropping a [`CmId`] frees everything of the connection on the device (QP,
+//!   CQ, buffers, and, once the last of the id's chunks is dropped, the PD)
+//!   before it returns. The CM frees a removed device as soon as the
+//!   DEVICE_REMOVAL handlers return, so closing a connection there must leave
+//!   nothing behind; the drop waits for chunk holders to let go.
 //! - CONNECT_REQUEST arrives on a new id that carries its listener's context: the
 //!   listener's handler either accepts it with [`ConnectRequest::accept`], which
 //!   gives the new id its own context and a QP, or leaves it, and the request is
@@ -196,7 +201,8 @@ pub(crate) const WC_FLUSHED: i32 = 5;
 /// instance in an RDMA Read); Send completions from the CQ's workqueue.
 ///
 /// `recv` and `send_done` must not drop the [`CmId`] of their QP (its teardown
-/// waits for them); they may disconnect it.
+/// waits for them); they may disconnect it. Nor may a thread that holds one of
+/// the id's chunks (see [`Chunk`](super::chunk::Chunk)).
 pub(crate) trait CmHandler: Send + Sync {
     /// An event on an id this handler owns.
     fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>);
