@@ -1078,7 +1078,7 @@ churn_connects_and_unload() {
 
 dmesg_clean() {
 	local bad
-	bad=$(klog | grep -E 'BUG:|WARNING:|Oops|refcount_t|general protection|Call Trace|UBSAN|KASAN|kmemleak|rust_panic|panicked')
+	bad=$(klog | grep -E 'BUG:|WARNING:|Oops|refcount_t|general protection|Call Trace|UBSAN|KASAN|kmemleak|rust_panic|panicked|still waits for')
 	[ -z "$bad" ] && return 0
 	ktap_print_msg "kernel log has:"
 	echo "$bad" | sed 's/^/# /'
@@ -1173,8 +1173,9 @@ debug_kernel_checks_on() {
 
 # watchdog TEST: after TEST_WATCHDOG seconds (default 600; the longest test
 # takes about 250 s on the debug kernel) print, once, the kernel stack of
-# every task that is blocked (D) or in RDMA, RPC or module code, and the
-# module's connections and listeners, so a hang can be diagnosed from the
+# every task that is blocked (D) or in RDMA, RPC or module code, the
+# module's connections and listeners, the user processes and the end of the
+# kernel log, so a hang can be diagnosed from the
 # TAP output; the VM's hard timeout then ends the run. Started detached so
 # that a test's own bare `wait` does not wait for it.
 WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
@@ -1190,6 +1191,9 @@ watchdog() {
 		echo "$stack" | sed 's/^/#   /'
 	done
 	[ -r "$DBG/connections" ] && sed 's/^/# /' "$DBG/connections" "$DBG/listeners"
+	ktap_print_msg "watchdog: processes, then the kernel log's last 40 lines:"
+	ps -eo pid,stat,comm,args 2>/dev/null | grep -v '\[' | sed 's/^/#   /'
+	dmesg | tail -40 | sed 's/^/#   /'
 }
 
 main() {
