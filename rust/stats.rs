@@ -82,6 +82,7 @@ counters! {
     Registrations => "registrations",
     RdmaReads => "rdma_reads",
     RdmaWrites => "rdma_writes",
+    RdmaRwWrs => "rdma_rw_wrs",
     RdmaErrorSent => "rdma_error_sent",
     RdmaErrorReceived => "rdma_error_received",
     HeaderErrors => "header_errors",

@@ -419,8 +419,9 @@ impl Conn {
                 continue;
             }
             let mut c = Chunk::new(id, len)?;
-            c.rdma_read(rs.segment.handle, rs.segment.offset)?;
+            let wrs = c.rdma_read(rs.segment.handle, rs.segment.offset)?;
             self.count(X::RdmaReads, 1);
+            self.count(X::RdmaRwWrs, u64::from(wrs));
             self.count(X::BytesRdmaRead, u64::from(len));
             let start = msg.len();
             msg.extend_with(len as usize, 0, GFP_KERNEL)?;
@@ -450,8 +451,9 @@ impl Conn {
             if k > 0 {
                 let mut c = Chunk::new(id, n32(k))?;
                 c.write_at(0, &data[at..at + k])?;
-                c.rdma_write(s.handle, s.offset)?;
+                let wrs = c.rdma_write(s.handle, s.offset)?;
                 self.count(X::RdmaWrites, 1);
+                self.count(X::RdmaRwWrs, u64::from(wrs));
                 self.count(X::BytesRdmaWrite, k as u64);
             }
             out.push(

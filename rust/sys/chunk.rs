@@ -143,18 +143,18 @@ impl Chunk {
     }
 
     /// Pulls the peer's memory at `rkey`/`addr` into the whole chunk (RDMA
-    /// Read) and waits for it.
-    pub(crate) fn rdma_read(&mut self, rkey: u32, addr: u64) -> Result {
+    /// Read) and waits for it; returns the number of work requests it took.
+    pub(crate) fn rdma_read(&mut self, rkey: u32, addr: u64) -> Result<u32> {
         // SAFETY: `raw` is our live, unregistered chunk (C refuses a registered
         // one); the call sleeps until the Read completes or is flushed.
-        to_result(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, false) })
+        wrs(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, false) })
     }
 
     /// Pushes the whole chunk to the peer's memory at `rkey`/`addr` (RDMA
-    /// Write) and waits for it.
-    pub(crate) fn rdma_write(&mut self, rkey: u32, addr: u64) -> Result {
+    /// Write) and waits for it; returns the number of work requests it took.
+    pub(crate) fn rdma_write(&mut self, rkey: u32, addr: u64) -> Result<u32> {
         // SAFETY: as in `rdma_read`.
-        to_result(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
+        wrs(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
     }
 
     /// Frees the chunk; returns whether a LOCAL_INV had to be posted.
@@ -164,6 +164,12 @@ impl Chunk {
         // for `me`).
         unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv) > 0 }
     }
+}
+
+/// A count of work requests, or a negative errno.
+fn wrs(ret: c_int) -> Result<u32> {
+    to_result(ret)?;
+    Ok(ret.unsigned_abs())
 }
 
 impl Drop for Chunk {

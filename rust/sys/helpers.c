@@ -1101,7 +1101,8 @@ static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
 
 /*
  * Moves the whole chunk from (RDMA Read) or to (@write: RDMA Write) the peer's
- * memory at @addr/@rkey, and waits for it. Not from a completion callback.
+ * memory at @addr/@rkey, and waits for it; returns the number of WRs it took.
+ * Not from a completion callback.
  * One chain at a time per QP (@rw_lock), never longer than the room the QP
  * keeps for it (@rw_wrs): a chain that did not fit would be posted in part,
  * and the posted part would go on touching the chunk after an error return.
@@ -1113,7 +1114,7 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 	struct rpcrdma_cm_qp *qp = c->qp;
 	struct rdma_rw_ctx ctx;
 	unsigned long flags;
-	int ret;
+	int ret, nwrs;
 
 	if (c->mr)
 		return -EBUSY;
@@ -1125,7 +1126,8 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 			       0, addr, rkey, dir);
 	if (ret < 0)
 		goto out;
-	if (ret > qp->rw_wrs) {
+	nwrs = ret;
+	if (nwrs > qp->rw_wrs) {
 		ret = -EMSGSIZE;
 		goto destroy;
 	}
@@ -1137,7 +1139,7 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!ret) {
 		wait_for_completion(&c->rw_done);
-		ret = c->rw_status == IB_WC_SUCCESS ? 0 : -EIO;
+		ret = c->rw_status == IB_WC_SUCCESS ? nwrs : -EIO;
 	}
 destroy:
 	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages, dir);
