@@ -75,15 +75,28 @@ field() {
 	done
 }
 
-# wait_field ID KEY VALUE [SECONDS]: polls connection ID until KEY is VALUE.
+# wait_field ID KEY VALUE [SECONDS]: polls connection ID until KEY is VALUE,
+# for SECONDS of wall time (one poll takes far longer than its 0.1 s sleep
+# on a debug kernel under TCG, so the polls are not counted).
 wait_field() {
-	local i
-	for ((i = 0; i < ${4:-20} * 10; i++)); do
+	local end=$((SECONDS + ${4:-20}))
+	while :; do
 		[ "$(field "$(conn_line "$1")" "$2")" = "$3" ] && return 0
+		[ "$SECONDS" -lt "$end" ] || break
 		sleep 0.1
 	done
 	ktap_print_msg "timeout waiting for id=$1 $2=$3: $(conn_line "$1")"
 	return 1
+}
+
+# wait_cm_listen COMM PORT: waits (20 s) until a process COMM has an RDMA-CM
+# id listening on PORT (`rdma resource show cm_id`).
+wait_cm_listen() {
+	local end=$((SECONDS + 20))
+	until rdma resource show cm_id 2>/dev/null | grep "comm $1 " | grep -q "LISTEN.*:$2 \|:$2 .*LISTEN\|:$2\$"; do
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.1
+	done
 }
 
 # client_connect ARGS...: writes "connect ARGS" to control, prints the new id.

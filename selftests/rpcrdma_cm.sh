@@ -639,8 +639,8 @@ rping_client_to_rust_server() {
 rust_client_to_rping_server() {
 	local id line
 	load_module || return 1
-	timeout -s KILL 30 rping -s -a "$ADDR" -p 20070 -C 1 >/dev/null 2>&1 &
-	sleep 1
+	timeout -s KILL 60 rping -s -a "$ADDR" -p 20070 -C 1 >/dev/null 2>&1 &
+	wait_cm_listen rping 20070 || { fail "rping did not listen: $(rdma resource show cm_id)"; wait; return 1; }
 	id=$(client_connect "$ADDR 20070 send_size=16384 recv_size=16384") || return 1
 	wait_field "$id" state established || { wait; return 1; }
 	line=$(conn_line "$id")
