@@ -1,39 +1,61 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Connections and listeners: the RDMA-CM event logic of both roles, RFC 8797
-//! private data on every connect and accept, and what debugfs shows of them.
+//! private data on every connect and accept, the server's admission limits
+//! and idle timeout, and what debugfs shows of them.
 //!
-//! Lock rule: a `CmId` is never dropped while a `Conn` or `State` mutex is held
-//! (dropping one takes the CM's handler lock and drains the QP, and handlers take
-//! those mutexes): it is taken out under the lock and dropped after. Completion
-//! handlers (`recv`, `send_done`) never drop it at all.
+//! Lock rules:
+//! - A `CmId` is never dropped while a `Conn`, `Listener` or `State` mutex is
+//!   held (dropping one outside its handler takes the CM's handler lock and
+//!   drains the QP, and handlers take those mutexes): it is taken out under the
+//!   lock and dropped after. Completion handlers (`recv`, `send_done`) never
+//!   drop it at all.
+//! - Nothing is allocated, registered or DMA-mapped under a `Conn` mutex: a
+//!   caller reserves its credit and XID under the lock, takes a [`Qp`] handle
+//!   and builds the call without it.
+//! - A `Conn` lock may be taken before the `State::conns` lock, never after.
+//! - A holder of a [`Qp`] handle or chunk lets go once the connection has failed
+//!   (it is woken for that): the teardown waits for it.
 
 use core::fmt::{self, Write};
-use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::net::{IpAddr, SocketAddr};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::{Arc, CondVar, Mutex};
-use kernel::{new_condvar, new_mutex};
+use kernel::rbtree::RBTree;
+use kernel::sync::{Arc, Mutex};
+use kernel::time::Ktime;
 
 mod client;
 mod xprt;
 pub(crate) use xprt::{BenchFile, RpcsFile, XprtFile};
 
 use crate::proto::config::{listen_list, parse_command, Advert, Command};
+use crate::proto::conn_state::{initial_receives, Closed, ConnState};
 use crate::proto::negotiate::{negotiate, Negotiated, Role};
 use crate::proto::pvt_data::{parse, Outcome, PrivateData};
 use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
 use crate::sys::errno::enotconn;
 use crate::sys::param;
+use crate::sys::qp::{Qp, QpAttr};
 use crate::sys::rdma_cm::{
-    CmHandler, CmId, CmIdRef, Completion, ConnectRequest, Endpoint, Event, EventKind, Names,
+    CmHandler, CmId, Completion, ConnectRequest, DevCaps, Endpoint, Event, EventKind, HandlerId,
+    Names,
 };
+use crate::sys::wait::KillableCondVar;
+use crate::sys::workqueue::Ticker;
 
 /// Address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: usize = 5000;
-/// Send and Receive work requests per QP.
+/// Sends in flight per connection, and calls in flight per client connection.
 const QP_DEPTH: u32 = 32;
+/// Receive buffers at most: one per credit plus the one whose reply is being
+/// sent (see `conn_state::server_grant`).
+const RECV_DEPTH: u32 = QP_DEPTH + 1;
+/// Octets of Receive buffers a server connection posts before its first call;
+/// it posts more when the client uses every credit.
+const RECV_BUDGET: u32 = 64 * 1024;
 /// Pending connection requests per listener.
 const BACKLOG: i32 = 16;
 /// Closed connections kept for debugfs; older ones are forgotten.
@@ -41,9 +63,13 @@ const KEEP_CLOSED: usize = 64;
 /// Octets of received private data kept for display (the CM delivers at most 196
 /// on IB and RoCE).
 const PVT_KEEP: usize = 256;
+/// How often the idle timeout is checked.
+pub(crate) const TICK_MS: u32 = 1000;
 
 /// What we advertise now, with a connection's overrides on top of the module
-/// parameters: `None` for legacy (no private data at all).
+/// parameters: `None` for legacy (no private data at all). R also needs a
+/// device with memory management extensions (RFC 8797 Section 3.2), which the
+/// caller applies once the device is known ([`with_device`]).
 fn advertised(over: &Advert) -> Option<PrivateData> {
     if over.legacy.unwrap_or_else(param::legacy) {
         return None;
@@ -58,10 +84,347 @@ fn advertised(over: &Advert) -> Option<PrivateData> {
     .ok()
 }
 
+/// Our private data on a device with `caps`: R only if the device can take part
+/// in remote invalidation.
+fn with_device(ours: Option<PrivateData>, caps: Option<DevCaps>) -> Option<PrivateData> {
+    let dev_inv = caps.is_some_and(|c| c.mem_mgt_ext);
+    ours.map(|p| PrivateData {
+        remote_invalidate: p.remote_invalidate && dev_inv,
+        ..p
+    })
+}
+
 fn endpoint(sa: &SocketAddr) -> Endpoint {
     Endpoint {
         addr: sa.ip(),
         port: sa.port(),
+    }
+}
+
+/// Elapsed nanoseconds of the monotonic clock.
+fn now_ns() -> i64 {
+    Ktime::ktime_get().to_ns()
+}
+
+/// Every connection the module knows: the open ones, by id, and the last
+/// [`KEEP_CLOSED`] closed ones. Each event does O(log n) work here.
+struct Conns {
+    open: RBTree<u32, Arc<Conn>>,
+    /// A ring, oldest first from `closed_next` once full.
+    closed: KVec<Arc<Conn>>,
+    closed_next: usize,
+    /// Open server connections, all peers together and per peer address.
+    server_open: u32,
+    per_peer: RBTree<IpAddr, u32>,
+}
+
+/// Why a CONNECT_REQUEST was refused before anything was allocated for it.
+enum Refused {
+    MaxConnections,
+    MaxPerPeer,
+}
+
+/// Module-wide state: counters, connections and listeners.
+#[pin_data]
+pub(crate) struct State {
+    pub(crate) stats: Stats,
+    next_id: AtomicU32,
+    #[pin]
+    conns: Mutex<Conns>,
+    #[pin]
+    listeners: Mutex<KVec<Arc<Listener>>>,
+    #[pin]
+    rpcs: Mutex<xprt::RpcLog>,
+    #[pin]
+    bench: Mutex<Option<client::BenchResult>>,
+}
+
+impl State {
+    pub(crate) fn new() -> Result<Arc<State>> {
+        let closed = KVec::with_capacity(KEEP_CLOSED, GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(State {
+                stats: Stats::default(),
+                next_id: AtomicU32::new(1),
+                conns <- new_mutex!(Conns {
+                    open: RBTree::new(),
+                    closed,
+                    closed_next: 0,
+                    server_open: 0,
+                    per_peer: RBTree::new(),
+                }),
+                listeners <- new_mutex!(KVec::new()),
+                rpcs <- new_mutex!(xprt::RpcLog::new()),
+                bench <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn new_conn(
+        self: &Arc<Self>,
+        role: Role,
+        ours: Option<PrivateData>,
+        peer_ip: Option<IpAddr>,
+    ) -> Result<Arc<Conn>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        Arc::pin_init(
+            pin_init!(Conn {
+                id,
+                role,
+                peer_ip,
+                state: self.clone(),
+                xs: XprtStats::default(),
+                retired: AtomicBool::new(false),
+                last_active: AtomicI64::new(now_ns()),
+                inner <- new_mutex!(ConnInner::new(ours, param::random_u32())),
+                cv <- KillableCondVar::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Records a client connection among the open ones.
+    fn register(&self, conn: &Arc<Conn>) -> Result {
+        let mut g = self.conns.lock();
+        g.open
+            .try_create_and_insert(conn.id, conn.clone(), GFP_KERNEL)?;
+        self.stats.inc(Counter::ConnectionsOpen);
+        Ok(())
+    }
+
+    /// Admits a server connection from `peer` if the limits allow it: takes
+    /// its place under them (the check and the count are one step under the
+    /// lock), before anything is allocated for it. The place is given back by
+    /// [`State::retire`] once the connection is registered, else by
+    /// [`State::unadmit`].
+    fn admit(&self, peer: Option<IpAddr>) -> core::result::Result<Result, Refused> {
+        let mut g = self.conns.lock();
+        if g.server_open >= param::max_connections() {
+            return Err(Refused::MaxConnections);
+        }
+        let from_peer = peer
+            .and_then(|ip| g.per_peer.get(&ip).copied())
+            .unwrap_or(0);
+        if from_peer >= param::max_connections_per_peer() {
+            return Err(Refused::MaxPerPeer);
+        }
+        if let Some(ip) = peer {
+            let counted = match g.per_peer.get_mut(&ip) {
+                Some(n) => {
+                    *n += 1;
+                    Ok(())
+                }
+                None => g
+                    .per_peer
+                    .try_create_and_insert(ip, 1, GFP_KERNEL)
+                    .map(|_| ()),
+            };
+            if let Err(e) = counted {
+                return Ok(Err(e));
+            }
+        }
+        g.server_open += 1;
+        self.stats.inc(Counter::ServerConnectionsOpen);
+        Ok(Ok(()))
+    }
+
+    /// Gives back a place taken by [`State::admit`] for a connection that was
+    /// never registered.
+    fn unadmit(&self, peer: Option<IpAddr>) {
+        let mut g = self.conns.lock();
+        Self::unadmit_locked(&mut g, peer);
+        self.stats.dec(Counter::ServerConnectionsOpen);
+    }
+
+    fn unadmit_locked(g: &mut Conns, peer: Option<IpAddr>) {
+        g.server_open = g.server_open.saturating_sub(1);
+        if let Some(ip) = peer {
+            let last = match g.per_peer.get_mut(&ip) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    *n == 0
+                }
+                None => false,
+            };
+            if last {
+                g.per_peer.remove(&ip);
+            }
+        }
+    }
+
+    /// Moves a connection that has just closed from the open ones to the ring
+    /// of closed ones, giving back its place under the limits. Once only.
+    fn retire(&self, conn: &Conn) {
+        if conn.retired.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut g = self.conns.lock();
+        let Some(c) = g.open.remove(&conn.id) else {
+            // Never registered (its creation failed early).
+            return;
+        };
+        self.stats.dec(Counter::ConnectionsOpen);
+        if c.role == Role::Server {
+            Self::unadmit_locked(&mut g, c.peer_ip);
+            self.stats.dec(Counter::ServerConnectionsOpen);
+        }
+        let old = if g.closed.len() < KEEP_CLOSED {
+            // The capacity was reserved at load: this does not allocate (and
+            // if it failed, the connection would just be forgotten).
+            let _ = g.closed.push(c, GFP_KERNEL);
+            None
+        } else {
+            let i = g.closed_next;
+            g.closed_next = (i + 1) % KEEP_CLOSED;
+            Some(core::mem::replace(&mut g.closed[i], c))
+        };
+        drop(g);
+        // A forgotten connection is freed here, outside the lock.
+        drop(old);
+    }
+
+    /// Starts listening on every endpoint of the `listen` parameter.
+    pub(crate) fn start_listeners(self: &Arc<Self>) -> Result {
+        for ep in listen_list(param::listen()) {
+            let ep = ep.ok_or(EINVAL)?;
+            let l = Listener::new(self.clone(), ep)?;
+            self.listeners.lock().push(l.clone(), GFP_KERNEL)?;
+            match l.start() {
+                Ok(true) => pr_info!("listening on {}\n", ep),
+                Ok(false) => pr_warn!(
+                    "listener {}: device removed while starting, not listening until a device is added\n",
+                    ep
+                ),
+                Err(e) => {
+                    self.stats.inc(Counter::ErrListen);
+                    pr_err!("cannot listen on {}: error {}\n", ep, e.to_errno());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Listens again on every endpoint whose listener lost its device.
+    fn restart_listeners(&self) {
+        let Ok(listeners) = snapshot(&self.listeners) else {
+            return;
+        };
+        for l in listeners.iter() {
+            // The device that was added may not be the one with our address:
+            // then the listener stays dead until another comes.
+            if l.is_dead() && l.start() == Ok(true) {
+                self.stats.inc(Counter::ListenerRestarts);
+                pr_info!("listening on {} again\n", l.ep);
+            }
+        }
+    }
+
+    /// `connect ADDR PORT`: starts a client connection; its progress shows in
+    /// `connections`.
+    fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
+        self.stats.inc(Counter::Connects);
+        let conn = self
+            .new_conn(Role::Client, advertised(over), None)
+            .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
+        self.register(&conn)
+            .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
+        let cm = match CmId::new(conn.clone()) {
+            Ok(cm) => cm,
+            Err(e) => {
+                self.stats.inc(Counter::ErrAlloc);
+                conn.close(Closed::CreateFailed, e.to_errno());
+                return Err(e);
+            }
+        };
+        let mut g = conn.inner.lock();
+        if g.state.is_closed() {
+            // `disconnect ID` came first: the id goes with nothing started.
+            drop(g);
+            drop(cm);
+            return Err(enotconn());
+        }
+        g.peer_addr = Some(sa);
+        g.state.advance(ConnState::Resolving);
+        // Events cannot reach the handler before we release `g`: it locks it.
+        match cm.resolve_addr(&endpoint(&sa), RESOLVE_TIMEOUT_MS) {
+            Ok(()) => {
+                g.cm = Some(cm);
+                Ok(())
+            }
+            Err(e) => {
+                drop(g);
+                self.stats.inc(Counter::ErrResolve);
+                conn.close(Closed::ResolveFailed, e.to_errno());
+                drop(cm);
+                Err(e)
+            }
+        }
+    }
+
+    fn find(&self, id: u32) -> Result<Arc<Conn>> {
+        let g = self.conns.lock();
+        if let Some(c) = g.open.get(&id) {
+            return Ok(c.clone());
+        }
+        g.closed.iter().find(|c| c.id == id).cloned().ok_or(ENOENT)
+    }
+
+    /// Every connection, open and recently closed, by id; taken under the lock
+    /// and used after it, so no `Conn` lock nests in it.
+    fn snapshot(&self) -> Result<KVec<Arc<Conn>>> {
+        let g = self.conns.lock();
+        let mut v = KVec::with_capacity(g.closed.len() + g.open.iter().count(), GFP_KERNEL)?;
+        for c in g.closed.iter() {
+            v.push(c.clone(), GFP_KERNEL)?;
+        }
+        for c in g.open.values() {
+            v.push(c.clone(), GFP_KERNEL)?;
+        }
+        drop(g);
+        v.sort_unstable_by_key(|c| c.id);
+        Ok(v)
+    }
+
+    /// The open connections only.
+    fn open_snapshot(&self) -> Result<KVec<Arc<Conn>>> {
+        let g = self.conns.lock();
+        let mut v = KVec::with_capacity(g.open.iter().count(), GFP_KERNEL)?;
+        for c in g.open.values() {
+            v.push(c.clone(), GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// `disconnect ID`.
+    fn disconnect(&self, id: u32) -> Result {
+        let conn = self.find(id)?;
+        if !conn.close(Closed::ClosedByUser, 0) {
+            return Err(enotconn());
+        }
+        self.stats.inc(Counter::UserDisconnects);
+        Ok(())
+    }
+
+    /// Unload: no new connections (listeners first), then every open
+    /// connection closed and its id destroyed. Ids that handlers gave up are
+    /// torn down on the module's workqueue, which the caller then waits for.
+    pub(crate) fn shutdown(&self) {
+        let listeners = core::mem::take(&mut *self.listeners.lock());
+        for l in listeners.iter() {
+            l.stop();
+        }
+        if let Ok(open) = self.open_snapshot() {
+            for c in open.iter() {
+                c.close(Closed::Unloaded, 0);
+            }
+        }
+        let g = &mut *self.conns.lock();
+        let closed = core::mem::take(&mut g.closed);
+        let open = core::mem::take(&mut g.open);
+        drop(closed);
+        drop(open);
     }
 }
 
@@ -76,182 +439,25 @@ fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
     Ok(v)
 }
 
-/// Module-wide state: counters, connections and listeners.
-#[pin_data]
-pub(crate) struct State {
-    pub(crate) stats: Stats,
-    next_id: AtomicU32,
-    #[pin]
-    conns: Mutex<KVec<Arc<Conn>>>,
-    #[pin]
-    listeners: Mutex<KVec<Arc<Listener>>>,
-    #[pin]
-    rpcs: Mutex<xprt::RpcLog>,
-    #[pin]
-    bench: Mutex<Option<client::BenchResult>>,
-}
-
-impl State {
-    pub(crate) fn new() -> Result<Arc<State>> {
-        Arc::pin_init(
-            pin_init!(State {
-                stats: Stats::default(),
-                next_id: AtomicU32::new(1),
-                conns <- new_mutex!(KVec::new()),
-                listeners <- new_mutex!(KVec::new()),
-                rpcs <- new_mutex!(xprt::RpcLog::new()),
-                bench <- new_mutex!(None),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    fn new_conn(self: &Arc<Self>, role: Role, ours: Option<PrivateData>) -> Result<Arc<Conn>> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::pin_init(
-            pin_init!(Conn {
-                id,
-                role,
-                state: self.clone(),
-                xs: XprtStats::default(),
-                inner <- new_mutex!(ConnInner::new(ours, id.wrapping_mul(0x0100_0000))),
-                cv <- new_condvar!(),
-            }),
-            GFP_KERNEL,
-        )?;
-        let mut conns = self.conns.lock();
-        conns.push(conn.clone(), GFP_KERNEL)?;
-        // Forget the oldest closed connections beyond KEEP_CLOSED.
-        let closed = conns.iter().filter(|c| c.is_closed()).count();
-        if closed > KEEP_CLOSED {
-            let mut drop_n = closed - KEEP_CLOSED;
-            let mut kept = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
-            for c in conns.iter() {
-                if drop_n > 0 && c.is_closed() {
-                    drop_n -= 1;
-                } else {
-                    kept.push(c.clone(), GFP_KERNEL)?;
-                }
-            }
-            *conns = kept;
+impl Ticker for State {
+    /// Closes server connections idle for longer than `idle_timeout`.
+    fn tick(&self) {
+        let timeout = param::idle_timeout();
+        if timeout == 0 {
+            return;
         }
-        Ok(conn)
-    }
-
-    /// Starts listening on every endpoint of the `listen` parameter.
-    pub(crate) fn start_listeners(self: &Arc<Self>) -> Result {
-        for ep in listen_list(param::listen()) {
-            let ep = ep.ok_or(EINVAL)?;
-            let l = Listener::new(self.clone(), ep).inspect_err(|e| {
-                self.stats.inc(Counter::ErrListen);
-                pr_err!("cannot listen on {}: error {}\n", ep, e.to_errno());
-            })?;
-            pr_info!("listening on {}\n", ep);
-            self.listeners.lock().push(l, GFP_KERNEL)?;
-        }
-        Ok(())
-    }
-
-    /// Listens again on every endpoint whose listener lost its device.
-    fn restart_listeners(&self) {
-        let Ok(listeners) = snapshot(&self.listeners) else {
+        let Ok(open) = self.open_snapshot() else {
             return;
         };
-        for l in listeners.iter() {
-            if l.cm.lock().is_some() {
-                continue;
+        let limit = i64::from(timeout) * 1_000_000_000;
+        let now = now_ns();
+        for c in open.iter().filter(|c| c.role == Role::Server) {
+            if now - c.last_active.load(Ordering::Relaxed) > limit
+                && c.inner.lock().state.is_established()
+                && c.close(Closed::IdleTimeout, 0)
+            {
+                self.stats.inc(Counter::IdleDisconnects);
             }
-            // The device that was added may not be the one with our address:
-            // then the listener stays dead until another comes.
-            let restarted = CmId::new(l.clone())
-                .and_then(|cm| cm.listen(&endpoint(&l.ep), BACKLOG).map(|()| cm));
-            if let Ok(cm) = restarted {
-                *l.cm.lock() = Some(cm);
-                self.stats.inc(Counter::ListenerRestarts);
-                pr_info!("listening on {} again\n", l.ep);
-            }
-        }
-    }
-
-    /// `connect ADDR PORT`: starts a client connection; its progress shows in
-    /// `connections`.
-    fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
-        self.stats.inc(Counter::Connects);
-        let conn = self
-            .new_conn(Role::Client, advertised(over))
-            .inspect_err(|_| {
-                self.stats.inc(Counter::ErrAlloc);
-            })?;
-        let cm = CmId::new(conn.clone()).inspect_err(|e| {
-            self.stats.inc(Counter::ErrAlloc);
-            conn.inner.lock().close("create_failed", e.to_errno());
-        })?;
-        let mut g = conn.inner.lock();
-        g.peer_addr = Some(sa);
-        g.state = "resolving";
-        // Events cannot reach the handler before we release `g`: it locks it.
-        match cm.resolve_addr(&endpoint(&sa), RESOLVE_TIMEOUT_MS) {
-            Ok(()) => {
-                g.cm = Some(cm);
-                Ok(())
-            }
-            Err(e) => {
-                self.stats.inc(Counter::ErrResolve);
-                g.close("resolve_failed", e.to_errno());
-                drop(g);
-                drop(cm);
-                Err(e)
-            }
-        }
-    }
-
-    fn find(&self, id: u32) -> Result<Arc<Conn>> {
-        self.conns
-            .lock()
-            .iter()
-            .find(|c| c.id == id)
-            .cloned()
-            .ok_or(ENOENT)
-    }
-
-    /// A snapshot of the connection list, so no `Conn` lock nests in the list lock.
-    fn snapshot(&self) -> Result<KVec<Arc<Conn>>> {
-        snapshot(&self.conns)
-    }
-
-    /// `disconnect ID`.
-    fn disconnect(&self, id: u32) -> Result {
-        let conn = self.find(id)?;
-        let cm = {
-            let mut g = conn.inner.lock();
-            let cm = g.cm.take().ok_or_else(enotconn)?;
-            g.close("closed_by_user", 0);
-            cm
-        };
-        conn.cv.notify_all();
-        self.stats.inc(Counter::UserDisconnects);
-        // Destroying the id sends the peer a disconnect request.
-        drop(cm);
-        Ok(())
-    }
-
-    /// Unload: no new connections, then every id destroyed, then the references
-    /// between state and connections released.
-    pub(crate) fn shutdown(&self) {
-        let listeners = core::mem::take(&mut *self.listeners.lock());
-        for l in listeners.iter() {
-            let cm = l.cm.lock().take();
-            drop(cm);
-        }
-        let conns = core::mem::take(&mut *self.conns.lock());
-        for c in conns.iter() {
-            let cm = {
-                let mut g = c.inner.lock();
-                g.x.fail_all(enotconn().to_errno());
-                g.cm.take()
-            };
-            c.cv.notify_all();
-            drop(cm);
         }
     }
 }
@@ -261,22 +467,29 @@ impl State {
 pub(crate) struct Conn {
     id: u32,
     role: Role,
+    /// Server: the client's address, counted under `max_connections_per_peer`.
+    peer_ip: Option<IpAddr>,
     state: Arc<State>,
     xs: XprtStats,
+    /// Moved to the closed ones (see [`State::retire`]).
+    retired: AtomicBool,
+    /// When it last received or sent a message (monotonic ns).
+    last_active: AtomicI64,
     #[pin]
     inner: Mutex<ConnInner>,
     /// Signalled when a reply arrives, a credit frees up or the connection ends.
     #[pin]
-    cv: CondVar,
+    cv: KillableCondVar,
 }
 
 struct ConnInner {
-    state: &'static str,
-    error: i32,
+    state: ConnState,
     names: Option<Names>,
     peer_addr: Option<SocketAddr>,
     /// What we advertised; `None`: legacy, nothing sent.
     ours: Option<PrivateData>,
+    /// Whether the device supports remote invalidation (known once resolved).
+    dev_inv: Option<bool>,
     peer_pvt: [u8; PVT_KEEP],
     peer_pvt_len: usize,
     outcome: Option<Outcome>,
@@ -289,11 +502,11 @@ struct ConnInner {
 impl ConnInner {
     fn new(ours: Option<PrivateData>, first_xid: u32) -> Self {
         ConnInner {
-            state: "new",
-            error: 0,
+            state: ConnState::New,
             names: None,
             peer_addr: None,
             ours,
+            dev_inv: None,
             peer_pvt: [0; PVT_KEEP],
             peer_pvt_len: 0,
             outcome: None,
@@ -304,17 +517,21 @@ impl ConnInner {
         }
     }
 
-    fn close(&mut self, state: &'static str, error: i32) {
-        self.state = state;
-        self.error = error;
-        self.x.fail_all(enotconn().to_errno());
-    }
-
     /// Sizes of our Send and Receive buffers: what we advertised (the RFC 8797
     /// defaults for a legacy connection). Negotiated thresholds never exceed them.
     fn buffer_sizes(&self) -> (u32, u32) {
         let ours = self.ours.unwrap_or(PrivateData::DEFAULT);
         (ours.send_size, ours.recv_size)
+    }
+
+    /// Applies what the device offers to what we advertise.
+    fn set_device(&mut self, caps: Option<DevCaps>, stats: &Stats) {
+        let before = self.ours.is_some_and(|p| p.remote_invalidate);
+        self.ours = with_device(self.ours, caps);
+        self.dev_inv = Some(caps.is_some_and(|c| c.mem_mgt_ext));
+        if before && !self.ours.is_some_and(|p| p.remote_invalidate) {
+            stats.inc(Counter::RemoteInvalidationUnsupported);
+        }
     }
 
     /// Keeps the peer's private data, parses it and negotiates.
@@ -335,35 +552,58 @@ impl ConnInner {
 }
 
 impl Conn {
-    fn is_closed(&self) -> bool {
-        let g = self.inner.lock();
-        g.cm.is_none() && g.state != "new"
+    /// Closes the connection for `why` (the first close wins): fails the calls in
+    /// flight, gives back its place among the open connections, and releases
+    /// the id (from inside its handler, the teardown is deferred). Returns
+    /// whether this call closed it.
+    fn close(&self, why: Closed, status: i32) -> bool {
+        self.close_keep_id(why, status).map(drop).is_some()
     }
 
-    /// Records a final state and releases the id (from inside its handler: the CM
-    /// destroys it once the handler returns).
-    fn close(&self, state: &'static str, error: i32) {
+    /// [`Conn::close`], but the caller gets the id (if it was still held) to
+    /// release it; `None` if the connection was closed already.
+    fn close_keep_id(&self, why: Closed, status: i32) -> Option<Option<CmId>> {
         let cm = {
             let mut g = self.inner.lock();
-            g.close(state, error);
+            if !g.state.close(why, status) {
+                return None;
+            }
+            g.x.fail_all(enotconn().to_errno());
             g.cm.take()
         };
         self.cv.notify_all();
-        drop(cm);
+        self.state.retire(self);
+        Some(cm)
     }
 
     fn stats(&self) -> &Stats {
         &self.state.stats
     }
 
-    fn route_resolved(&self, id: &CmIdRef<'_>) -> Result {
-        let (send, recv) = self.inner.lock().buffer_sizes();
-        id.create_qp(QP_DEPTH, send, recv)
-            .inspect_err(|_| self.stats().inc(Counter::ErrQpCreate))?;
+    /// Marks the connection active now (the idle timeout counts from here).
+    fn touch(&self) {
+        self.last_active.store(now_ns(), Ordering::Relaxed);
+    }
+
+    fn route_resolved(&self, id: &HandlerId<'_>) -> Result {
+        let caps = id.caps();
+        let (send, recv) = {
+            let mut g = self.inner.lock();
+            g.set_device(caps, self.stats());
+            g.buffer_sizes()
+        };
+        id.create_qp(&QpAttr {
+            send_depth: QP_DEPTH,
+            recv_depth: RECV_DEPTH,
+            recv_initial: RECV_DEPTH,
+            send_size: send,
+            recv_size: recv,
+        })
+        .inspect_err(|_| self.stats().inc(Counter::ErrQpCreate))?;
         let pdata = {
             let mut g = self.inner.lock();
             g.names = Some(id.names());
-            g.state = "connecting";
+            g.state.advance(ConnState::Connecting);
             g.ours.map(|p| p.encode())
         };
         let bytes: &[u8] = match &pdata {
@@ -377,39 +617,41 @@ impl Conn {
 
 /// The events that end a connection: the counter they bump and the state they
 /// leave (the event's status becomes the connection's `error`).
-fn ending(kind: EventKind) -> Option<(Counter, &'static str)> {
+fn ending(kind: EventKind) -> Option<(Counter, Closed)> {
     Some(match kind {
-        EventKind::AddrError => (Counter::AddrErrors, "addr_error"),
-        EventKind::RouteError => (Counter::RouteErrors, "route_error"),
-        EventKind::ConnectError => (Counter::ConnectErrors, "connect_error"),
-        EventKind::Unreachable => (Counter::Unreachable, "unreachable"),
-        EventKind::Rejected => (Counter::RejectedByPeer, "rejected"),
-        EventKind::Disconnected => (Counter::Disconnects, "disconnected"),
-        EventKind::DeviceRemoval => (Counter::DeviceRemovals, "device_removed"),
+        EventKind::AddrError => (Counter::AddrErrors, Closed::AddrError),
+        EventKind::RouteError => (Counter::RouteErrors, Closed::RouteError),
+        EventKind::ConnectError => (Counter::ConnectErrors, Closed::ConnectError),
+        EventKind::Unreachable => (Counter::Unreachable, Closed::Unreachable),
+        EventKind::Rejected => (Counter::RejectedByPeer, Closed::Rejected),
+        EventKind::Disconnected => (Counter::Disconnects, Closed::Disconnected),
+        EventKind::DeviceRemoval => (Counter::DeviceRemovals, Closed::DeviceRemoved),
         _ => return None,
     })
 }
 
 impl CmHandler for Conn {
-    fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>) {
+    fn event(&self, id: &HandlerId<'_>, ev: &Event<'_>) {
         let st = self.stats();
         match ev.kind {
             EventKind::AddrResolved => {
                 if let Err(e) = id.resolve_route(RESOLVE_TIMEOUT_MS) {
                     st.inc(Counter::ErrResolve);
-                    self.close("route_failed", e.to_errno());
+                    self.close(Closed::RouteFailed, e.to_errno());
                 }
             }
             EventKind::RouteResolved => {
                 if let Err(e) = self.route_resolved(id) {
-                    self.close("connect_failed", e.to_errno());
+                    self.close(Closed::ConnectFailed, e.to_errno());
                 }
             }
             EventKind::Established => {
-                st.inc(Counter::Established);
                 let mut g = self.inner.lock();
+                if !g.state.advance(ConnState::Established) {
+                    return;
+                }
+                st.inc(Counter::Established);
                 g.names = Some(id.names());
-                g.state = "established";
                 // The passive side learnt the client's private data and read
                 // depth at CONNECT_REQUEST; the active side learns the server's
                 // here (the passive side's ESTABLISHED carries neither).
@@ -417,6 +659,8 @@ impl CmHandler for Conn {
                     g.ord = ev.initiator_depth;
                     g.negotiate(Role::Client, ev.private_data, st);
                 }
+                drop(g);
+                self.touch();
             }
             EventKind::AddrChange => {
                 st.inc(Counter::AddrChanges);
@@ -425,20 +669,25 @@ impl CmHandler for Conn {
             }
             EventKind::TimewaitExit => st.inc(Counter::TimewaitExits),
             kind => {
-                if let Some((counter, state)) = ending(kind) {
+                if let Some((counter, why)) = ending(kind) {
                     st.inc(counter);
-                    self.close(state, ev.status);
+                    if let Some(cm) = self.close_keep_id(why, ev.status) {
+                        // Selftests widen the window in which this handler
+                        // holds the id it took (unload must wait for it).
+                        param::test_teardown_delay();
+                        drop(cm);
+                    }
                 }
             }
         }
     }
 
-    fn recv(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
-        self.on_recv(id, wc);
+    fn recv(&self, qp: &Qp, wc: &Completion<'_>) {
+        self.on_recv(qp, wc);
     }
 
-    fn send_done(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
-        self.on_send_done(id, wc);
+    fn send_done(&self, qp: &Qp, wc: &Completion<'_>) {
+        self.on_send_done(qp, wc);
     }
 }
 
@@ -448,43 +697,112 @@ impl crate::sys::ib_client::DeviceHandler for State {
     }
 }
 
+/// Where a listener is in its life.
+enum ListenerState {
+    /// `rdma_listen()` is being called; a device removal meanwhile makes it
+    /// [`ListenerState::Dead`] and the starter destroys its id.
+    Starting,
+    /// Owns the listening id (dropping it stops listening).
+    Listening { _id: CmId },
+    /// Its device went away (or it was stopped): not listening.
+    Dead,
+}
+
 /// A server-side listener.
 #[pin_data]
 pub(crate) struct Listener {
     ep: SocketAddr,
     state: Arc<State>,
     #[pin]
-    cm: Mutex<Option<CmId>>,
+    inner: Mutex<ListenerState>,
 }
 
 impl Listener {
     fn new(state: Arc<State>, ep: SocketAddr) -> Result<Arc<Listener>> {
-        let l = Arc::pin_init(
+        Arc::pin_init(
             pin_init!(Listener {
                 ep,
                 state,
-                cm <- new_mutex!(None),
+                inner <- new_mutex!(ListenerState::Dead),
             }),
             GFP_KERNEL,
-        )?;
-        let cm = CmId::new(l.clone())?;
-        cm.listen(&endpoint(&ep), BACKLOG)?;
-        *l.cm.lock() = Some(cm);
-        Ok(l)
+        )
+    }
+
+    fn is_dead(&self) -> bool {
+        matches!(*self.inner.lock(), ListenerState::Dead)
+    }
+
+    /// Listens. `Ok(false)` if the device went away while it started (the
+    /// listener is dead until a device is added).
+    fn start(self: &Arc<Self>) -> Result<bool> {
+        {
+            let mut g = self.inner.lock();
+            if !matches!(*g, ListenerState::Dead) {
+                return Err(EBUSY);
+            }
+            *g = ListenerState::Starting;
+        }
+        let cm = CmId::new(self.clone())
+            .and_then(|cm| cm.listen(&endpoint(&self.ep), BACKLOG).map(|()| cm));
+        let cm = match cm {
+            Ok(cm) => cm,
+            Err(e) => {
+                *self.inner.lock() = ListenerState::Dead;
+                return Err(e);
+            }
+        };
+        param::test_listen_delay();
+        let mut g = self.inner.lock();
+        if let ListenerState::Starting = *g {
+            *g = ListenerState::Listening { _id: cm };
+            return Ok(true);
+        }
+        // DEVICE_REMOVAL came meanwhile and found nothing to destroy: we do it,
+        // so the CM can let the device go.
+        drop(g);
+        drop(cm);
+        Ok(false)
+    }
+
+    /// Stops listening (unload).
+    fn stop(&self) {
+        let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Dead);
+        drop(old);
     }
 
     fn accept(&self, req: &mut ConnectRequest<'_>, ev: &Event<'_>) -> Result {
         let st = &self.state.stats;
-        let ours = advertised(&Advert::default());
-        let conn = self
+        let peer = req.peer().map(|p| p.ip());
+        match self.state.admit(peer) {
+            Ok(r) => r.inspect_err(|_| st.inc(Counter::ErrAlloc))?,
+            Err(Refused::MaxConnections) => {
+                st.inc(Counter::RejectsMaxConnections);
+                return Err(EAGAIN);
+            }
+            Err(Refused::MaxPerPeer) => {
+                st.inc(Counter::RejectsMaxPerPeer);
+                return Err(EAGAIN);
+            }
+        }
+        let conn = match self
             .state
-            .new_conn(Role::Server, ours)
-            .inspect_err(|_| st.inc(Counter::ErrAlloc))?;
+            .new_conn(Role::Server, advertised(&Advert::default()), peer)
+            .and_then(|c| self.state.register(&c).map(|()| c))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                st.inc(Counter::ErrAlloc);
+                self.state.unadmit(peer);
+                return Err(e);
+            }
+        };
         let (pdata, (send, recv)) = {
             let mut g = conn.inner.lock();
             g.names = Some(req.names());
-            g.state = "accepting";
+            g.state.advance(ConnState::Accepting);
             g.ord = ev.initiator_depth;
+            g.set_device(req.caps(), st);
             g.negotiate(Role::Server, ev.private_data, st);
             (g.ours.map(|p| p.encode()), g.buffer_sizes())
         };
@@ -492,20 +810,30 @@ impl Listener {
             Some(p) => p,
             None => &[],
         };
-        match req.accept(
-            conn.clone(),
-            bytes,
-            (QP_DEPTH, send, recv),
-            ev.initiator_depth,
-        ) {
+        let attr = QpAttr {
+            send_depth: QP_DEPTH,
+            recv_depth: RECV_DEPTH,
+            recv_initial: initial_receives(recv, RECV_BUDGET, RECV_DEPTH),
+            send_size: send,
+            recv_size: recv,
+        };
+        match req.accept(conn.clone(), bytes, &attr, ev.initiator_depth) {
             Ok(cm) => {
                 st.inc(Counter::Accepts);
-                conn.inner.lock().cm = Some(cm);
+                let mut g = conn.inner.lock();
+                if g.state.is_closed() {
+                    // Closed meanwhile (`disconnect ID`): the accepted id goes
+                    // too (its teardown is deferred, we run its handler).
+                    drop(g);
+                    drop(cm);
+                } else {
+                    g.cm = Some(cm);
+                }
                 Ok(())
             }
             Err(e) => {
                 st.inc(Counter::ErrAccept);
-                conn.inner.lock().close("accept_failed", e.to_errno());
+                conn.close(Closed::AcceptFailed, e.to_errno());
                 Err(e)
             }
         }
@@ -513,7 +841,7 @@ impl Listener {
 }
 
 impl CmHandler for Listener {
-    fn event(&self, _id: &CmIdRef<'_>, ev: &Event<'_>) {
+    fn event(&self, _id: &HandlerId<'_>, ev: &Event<'_>) {
         let st = &self.state.stats;
         match ev.kind {
             EventKind::DeviceRemoval => {
@@ -522,8 +850,10 @@ impl CmHandler for Listener {
                     "listener {}: device removed, not listening until a device is added\n",
                     self.ep
                 );
-                let cm = self.cm.lock().take();
-                drop(cm);
+                // Listening: our id goes (its teardown is deferred, as we are
+                // its handler). Starting: the starter destroys it.
+                let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Dead);
+                drop(old);
             }
             EventKind::AddrChange => st.inc(Counter::AddrChanges),
             _ => {}
@@ -555,10 +885,12 @@ impl Conn {
             "id={} role={} state={}",
             self.id,
             self.role.name(),
-            g.state
+            g.state.name()
         )?;
-        if g.error != 0 {
-            write!(m, " error={}", g.error)?;
+        if let ConnState::Closed(_, e) = g.state {
+            if e != 0 {
+                write!(m, " error={}", e)?;
+            }
         }
         match &g.names {
             Some(n) => write!(
@@ -577,6 +909,9 @@ impl Conn {
         match &g.ours {
             Some(p) => hex(m, &p.encode())?,
             None => m.write_str("-")?,
+        }
+        if let Some(d) = g.dev_inv {
+            write!(m, " dev_reminv={}", u8::from(d))?;
         }
         // Trailing zero octets are the CM's padding, not the peer's data.
         let kept = &g.peer_pvt[..g.peer_pvt_len.min(PVT_KEEP)];
@@ -627,11 +962,12 @@ pub(crate) struct ListenersFile(pub(crate) Arc<State>);
 
 impl Show for ListenersFile {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
-        for l in self.0.listeners.lock().iter() {
-            let state = if l.cm.lock().is_some() {
-                "listening"
-            } else {
-                "dead"
+        let listeners = snapshot(&self.0.listeners).map_err(|_| fmt::Error)?;
+        for l in listeners.iter() {
+            let state = match *l.inner.lock() {
+                ListenerState::Starting => "starting",
+                ListenerState::Listening { .. } => "listening",
+                ListenerState::Dead => "dead",
             };
             writeln!(m, "addr={} state={}", l.ep, state)?;
         }
@@ -673,7 +1009,8 @@ impl Show for ControlFile {
     }
 }
 
-/// `params`: what we advertise now, as we would send it.
+/// `params`: what we advertise now, as we would send it on a device that
+/// supports remote invalidation, and the limits.
 pub(crate) struct ParamsFile;
 
 impl Show for ParamsFile {
@@ -686,6 +1023,13 @@ impl Show for ParamsFile {
             u8::from(param::remote_invalidate())
         )?;
         writeln!(m, "legacy {}", u8::from(param::legacy()))?;
+        writeln!(m, "max_connections {}", param::max_connections())?;
+        writeln!(
+            m,
+            "max_connections_per_peer {}",
+            param::max_connections_per_peer()
+        )?;
+        writeln!(m, "idle_timeout {}", param::idle_timeout())?;
         m.write_str("private_data ")?;
         match advertised(&Advert::default()) {
             Some(p) => hex(m, &p.encode())?,

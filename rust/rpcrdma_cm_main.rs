@@ -6,8 +6,13 @@
 //! Three layers, each in its own place:
 //! - [`proto`]: the protocol core, pure logic without `unsafe` (also a host crate);
 //! - [`sys`]: the abstraction layer over C, the only `unsafe` code, with its C
-//!   half in `sys/helpers.c`;
+//!   half in the `.c` files beside it;
 //! - the module logic in this file and its siblings, in safe Rust.
+//!
+//! The compiler keeps the rule: the crate denies `unsafe_code` and only
+//! [`sys`] allows it.
+
+#![deny(unsafe_code)]
 
 use kernel::c_str;
 use kernel::prelude::*;
@@ -17,6 +22,7 @@ mod conn;
 pub mod proto;
 mod selftest;
 mod stats;
+#[allow(unsafe_code)]
 mod sys;
 
 use conn::{
@@ -37,10 +43,14 @@ struct RpcrdmaCm {
     state: Arc<State>,
     debugfs: Option<Dir>,
     watch: Option<sys::ib_client::DeviceWatch>,
+    tick: Option<sys::workqueue::Tick>,
+    /// Dropped last: waits until every connection is torn down.
+    queue: Option<sys::workqueue::ModuleQueue>,
 }
 
 impl kernel::Module for RpcrdmaCm {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        let queue = sys::workqueue::ModuleQueue::new()?;
         let state = State::new()?;
 
         if sys::param::selftest() {
@@ -101,12 +111,19 @@ impl kernel::Module for RpcrdmaCm {
             state,
             debugfs: Some(dir),
             watch: None,
+            tick: None,
+            queue: Some(queue),
         };
         // On error `module` is dropped: its Drop tears down what was started.
         module.state.start_listeners()?;
         // Listeners whose device goes away listen again when one is added.
         let handler: Arc<dyn sys::ib_client::DeviceHandler> = module.state.clone();
         module.watch = Some(sys::ib_client::DeviceWatch::new(handler)?);
+        // Server connections idle for longer than idle_timeout are closed.
+        if let Some(q) = &module.queue {
+            let ticker: Arc<dyn sys::workqueue::Ticker> = module.state.clone();
+            module.tick = Some(sys::workqueue::Tick::new(q, ticker, conn::TICK_MS)?);
+        }
 
         pr_info!("loaded\n");
         Ok(module)
@@ -124,10 +141,14 @@ impl sys::debugfs::Show for StatsFile {
 
 impl Drop for RpcrdmaCm {
     fn drop(&mut self) {
-        // No more control writes, then no listeners, then no connections.
+        // No more control writes, device news or ticks, then no listeners,
+        // then no connections; then wait until every connection's teardown
+        // (some deferred out of CM handlers) has finished.
         drop(self.debugfs.take());
         drop(self.watch.take());
+        drop(self.tick.take());
         self.state.shutdown();
+        drop(self.queue.take());
         pr_info!("unloaded\n");
     }
 }

@@ -54,6 +54,12 @@ counters! {
     ErrAccept => "err_accept",
     ErrListen => "err_listen",
     ListenerRestarts => "listener_restarts",
+    RejectsMaxConnections => "rejects_max_connections",
+    RejectsMaxPerPeer => "rejects_max_per_peer",
+    IdleDisconnects => "idle_disconnects",
+    ConnectionsOpen => "connections_open",
+    ServerConnectionsOpen => "server_connections_open",
+    RemoteInvalidationUnsupported => "reminv_device_unsupported",
 }
 
 counters! {
@@ -95,6 +101,9 @@ counters! {
     SendErrors => "send_errors",
     RecvErrors => "recv_errors",
     SendBusy => "send_busy",
+    CallsAbandoned => "calls_abandoned",
+    RepliesAfterAbandon => "replies_after_abandon",
+    ReceivesAdded => "receives_added",
 }
 
 const N: usize = NAMES.len();
@@ -156,6 +165,11 @@ impl Stats {
     /// Sets `c` to `v`.
     pub(crate) fn set(&self, c: Counter, v: u64) {
         self.v[c as usize].store(v, Relaxed);
+    }
+
+    /// Takes one from `c` (a gauge).
+    pub(crate) fn dec(&self, c: Counter) {
+        self.v[c as usize].fetch_sub(1, Relaxed);
     }
 
     /// Counts one private-data parse outcome.

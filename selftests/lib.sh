@@ -170,9 +170,22 @@ expect() {
 	return $ok
 }
 
+# Linux's C RPC-over-RDMA transport (rpcrdma.ko: xprtrdma and svcrdma), the
+# peer our module is tested against. The test kernel builds it as a module
+# (CONFIG_SUNRPC_XPRT_RDMA=m) so that it can be loaded and unloaded within one
+# boot; it is taken from the kernel tree the guest was booted from (KSRC).
+load_c_transport() {
+	[ -d /sys/module/rpcrdma ] && return 0
+	insmod "$KSRC/net/sunrpc/xprtrdma/rpcrdma.ko" || {
+		fail "cannot load Linux's rpcrdma.ko from $KSRC"
+		return 1
+	}
+}
+
 # Linux nfsd on 192.0.2.1, RDMA port 20049, exporting a tmpfs (the guest's /tmp
 # is an overlay, which nfsd cannot export). Idempotent.
 start_nfsd() {
+	load_c_transport || return 1
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist 2>/dev/null && return 0
 	mkdir -p /tmp/export /run/rpcbind /var/lib/nfs/v4recovery
 	mountpoint -q /tmp/export || mount -t tmpfs -o size=64m tmpfs /tmp/export || return 1

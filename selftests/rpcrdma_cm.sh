@@ -49,6 +49,13 @@ ALL_TESTS="
 	malformed_replies_from_a_server
 	peers_that_reject_vanish_or_never_answer
 	churn_connects_and_unload
+	unload_waits_for_closing_handler
+	unload_stress_with_self_connections
+	connection_flood_is_capped
+	idle_server_connections_are_closed
+	abandoned_calls_keep_their_credit
+	device_removal_while_listener_starts
+	remote_invalidation_needs_device_support
 	dmesg_clean
 "
 
@@ -115,7 +122,9 @@ params_refuse_bad_values() {
 	local ok=0 v
 	unload_module
 	for v in "send_size=1000" "send_size=4095" "recv_size=0" "recv_size=524288" \
-		"send_size=abc" "listen=192.0.2.1" "listen=host:20050" "listen=192.0.2.1:0"; do
+		"send_size=abc" "listen=192.0.2.1" "listen=host:20050" "listen=192.0.2.1:0" \
+		"max_connections=0" "max_connections=65536" "max_connections_per_peer=0" \
+		"idle_timeout=86401" "idle_timeout=-1" "test_teardown_delay_ms=60001"; do
 		if insmod "$KO" "$v" 2>/dev/null; then
 			ktap_print_msg "insmod $v was accepted"
 			rmmod rpcrdma_cm
@@ -133,6 +142,15 @@ params_refuse_bad_values() {
 		fi
 	done
 	[ "$(cat "$PARAMS/send_size")" = 4096 ] || { ktap_print_msg "send_size changed"; ok=1; }
+	for v in 0 65536 x; do
+		if echo "$v" >"$PARAMS/max_connections" 2>/dev/null; then
+			ktap_print_msg "max_connections=$v accepted at run time"
+			ok=1
+		fi
+	done
+	[ "$(cat "$PARAMS/max_connections")" = 256 ] || { ktap_print_msg "max_connections changed"; ok=1; }
+	[ "$(cat "$PARAMS/max_connections_per_peer")" = 32 ] && [ "$(cat "$PARAMS/idle_timeout")" = 360 ] ||
+		{ ktap_print_msg "defaults: max_connections_per_peer=$(cat "$PARAMS/max_connections_per_peer") idle_timeout=$(cat "$PARAMS/idle_timeout")"; ok=1; }
 	for v in "connect 192.0.2.1" "connect 192.0.2.1 20050 send_size=1000" "disconnect x" "frobnicate"; do
 		if echo "$v" >"$DBG/control" 2>/dev/null; then
 			ktap_print_msg "control accepted '$v'"
@@ -564,6 +582,7 @@ c_client_handshake() { # expected "neg send/recv=A/B" of the C client
 	echo >$trace/trace
 	before=$(max_conn_id)
 	mkdir -p /tmp/mnt
+	load_c_transport || return 1
 	timeout -s KILL 40 mount -t nfs -o rdma,port=$PORT,vers=4.2,soft,timeo=20,retrans=1 \
 		"$ADDR:/" /tmp/mnt >/dev/null 2>&1 &
 	local mounter=$!
@@ -600,7 +619,7 @@ linux_nfs_client_to_rust_server() {
 # its xprtrdma_reply tracepoint and our counters); its COMPOUND gets
 # PROC_UNAVAIL, so the mount fails fast instead of hanging.
 linux_nfs_client_rpcs_to_rust_server() {
-	local before sid rc trace=/sys/kernel/tracing ok=0 t0
+	local before sid rc trace=/sys/kernel/tracing ok=0 t0 grant
 	load_module listen="$ADDR:$PORT" || return 1
 	ensure_tracefs || return 1
 	echo 1 >$trace/events/rpcrdma/xprtrdma_reply/enable || return 1
@@ -608,6 +627,7 @@ linux_nfs_client_rpcs_to_rust_server() {
 	before=$(max_conn_id)
 	mkdir -p /tmp/mnt
 	t0=$SECONDS
+	load_c_transport || return 1
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$PORT,vers=4.0,soft,timeo=50,retrans=1 \
 		"$ADDR:/" /tmp/mnt >/tmp/mount.out 2>&1
 	rc=$?
@@ -621,7 +641,11 @@ linux_nfs_client_rpcs_to_rust_server() {
 	[ "$(xcount "$sid" calls_received)" -ge 2 ] && [ "$(xcount "$sid" replies_sent_inline)" -ge 2 ] ||
 		{ fail "expected the NULL ping and a COMPOUND answered"; ok=1; }
 	[ "$(xcount "$sid" header_errors)" = 0 ] && [ "$(xcount "$sid" rdma_error_sent)" = 0 ] || { fail "errors"; ok=1; }
-	grep -q 'xprtrdma_reply:.*credits=32' $trace/trace || { fail "C client saw no reply granting 32 credits"; ok=1; }
+	# Our grant (documented: the Receives posted minus one; 16 of 4 KiB at
+	# first) reaches the C client, which asked for 128.
+	grant=$(field "$(grep "^id=$sid " "$DBG/xprt")" credits)
+	[ "${grant:-0}" -ge 1 ] && grep -q "xprtrdma_reply:.*credits=$grant\$" $trace/trace ||
+		{ fail "C client saw no reply granting our ${grant:-?} credits"; ok=1; }
 	return $ok
 }
 
@@ -846,14 +870,16 @@ malformed_headers_from_a_client() {
 		[[ "${r[$1]-}" == "$2"* ]] || { ktap_print_msg "message $1 ($3): expected '$2...', got '${r[$1]-}'"; ok=1; }
 	}
 	want 0 "reply len=52 $(w 17 1 4 0 0 0 0 17 1 0 0 0 0)" "valid NULL (4 credits granted, as asked)"
-	want 1 "reply len=28 $(w 18 1 1 4 1 1 1)" "version 2: ERR_VERS 1-1"
-	want 2 "reply len=20 $(w 19 1 1 4 2)" "procedure 7: ERR_CHUNK"
-	want 3 "reply len=20 $(w 20 1 1 4 2)" "RDMA_MSGP: ERR_CHUNK"
-	want 4 "reply len=20 $(w 21 1 1 4 2)" "RDMA_DONE: ERR_CHUNK"
-	want 5 "reply len=20 $(w 22 1 1 4 2)" "truncated Read list"
-	want 6 "reply len=20 $(w 23 1 1 4 2)" "discriminator 2"
-	want 7 "reply len=20 $(w 24 1 1 4 2)" "misaligned position"
-	want 8 "reply len=20 $(w 25 1 1 4 2)" "1000 segments"
+	# An RDMA_ERROR for a header we cannot decode grants what the connection
+	# grants (16 Receives of 4 KiB posted at first: 15), not 1.
+	want 1 "reply len=28 $(w 18 1 15 4 1 1 1)" "version 2: ERR_VERS 1-1"
+	want 2 "reply len=20 $(w 19 1 15 4 2)" "procedure 7: ERR_CHUNK"
+	want 3 "reply len=20 $(w 20 1 15 4 2)" "RDMA_MSGP: ERR_CHUNK"
+	want 4 "reply len=20 $(w 21 1 15 4 2)" "RDMA_DONE: ERR_CHUNK"
+	want 5 "reply len=20 $(w 22 1 15 4 2)" "truncated Read list"
+	want 6 "reply len=20 $(w 23 1 15 4 2)" "discriminator 2"
+	want 7 "reply len=20 $(w 24 1 15 4 2)" "misaligned position"
+	want 8 "reply len=20 $(w 25 1 15 4 2)" "1000 segments"
 	want 9 "no reply" "8 octets: no XID to answer"
 	want 10 "no reply" "an RDMA_ERROR from the requester"
 	want 11 "reply len=52 $(w 28 1 4 0 0 0 0 28 1 0 0 0 4)" "an RPC reply as a call: GARBAGE_ARGS"
@@ -1053,7 +1079,8 @@ peers_that_reject_vanish_or_never_answer() {
 # set up. Nothing leaks (the debug kernel's kmemleak), nothing oopses.
 churn_connects_and_unload() {
 	local i r id ok=0 first n
-	load_module listen="$ADDR:$PORT" || return 1
+	# All from one address, more than max_connections_per_peer's default.
+	load_module listen="$ADDR:$PORT" max_connections_per_peer=256 || return 1
 	# 20 rounds of 50: connect, wait until all are established, disconnect.
 	for ((r = 0; r < 20; r++)); do
 		first=$(($(max_conn_id) + 1))
@@ -1081,6 +1108,231 @@ churn_connects_and_unload() {
 	[ "$n" = 64 ] || ok=1
 	for ((i = 0; i < 16; i++)); do echo "connect $ADDR $PORT" >"$DBG/control"; done
 	diag rmmod rpcrdma_cm || { fail "rmmod while connecting"; ok=1; }
+	return $ok
+}
+
+# elapsed T0: seconds since T0 (date +%s.%N), with two decimals.
+elapsed() { echo "$(date +%s.%N) $1" | awk '{ printf "%.2f", $1 - $2 }'; }
+
+# Unload while a CM handler is closing its connection. A userspace client
+# (pvt_peer) connects to our listener and hangs up; the server end's
+# DISCONNECTED handler takes the connection's id and sleeps
+# test_teardown_delay_ms (3 s) before releasing it; rmmod comes during that
+# sleep. Unloading must wait for the handler and for the teardown it defers:
+# rmmod returns only after the sleep, the ids are gone, nothing oopses. A
+# module that did not wait would return at once and the handler would wake up
+# in freed code.
+unload_waits_for_closing_handler() {
+	local out=/tmp/peer.out sid t0 took ok=0
+	load_module listen="$ADDR:$PORT" test_teardown_delay_ms=3000 || return 1
+	timeout -s KILL 20 "$PVT_PEER" client "$ADDR" $PORT f6ab0e1801010303 >$out 2>&1 ||
+		{ fail "pvt_peer client: $(cat $out)"; return 1; }
+	sid=$(field "$(grep " role=server " "$DBG/connections" | tail -1)" id)
+	# The handler records the close, then sleeps holding the id.
+	wait_field "$sid" state disconnected 10 || return 1
+	t0=$(date +%s.%N)
+	diag rmmod rpcrdma_cm || { fail "rmmod failed"; return 1; }
+	took=$(elapsed "$t0")
+	ktap_print_msg "rmmod took $took s while a handler slept 3 s with its id"
+	awk -v t="$took" 'BEGIN { exit !(t >= 1.5) }' || { fail "rmmod did not wait for the handler"; ok=1; }
+	! module_loaded || { fail "module still loaded"; ok=1; }
+	# Give a handler that outlived the module time to wake up and crash.
+	sleep 4
+	klog | grep -E 'BUG:|Oops|general protection|unable to handle' && { fail "oops after unload"; ok=1; }
+	return $ok
+}
+
+# 50 rounds of: load, 8 connections to our own listener (both ends in the
+# module), rmmod at once or after up to 0.4 s (mid-connect, mid-accept or
+# established). No oops, no hang, no leak (dmesg_clean; kmemleak on the debug
+# kernel).
+unload_stress_with_self_connections() {
+	local r i ok=0 t0=$SECONDS
+	unload_module || return 1
+	for ((r = 0; r < 50; r++)); do
+		insmod "$KO" listen="$ADDR:$PORT" || { fail "round $r: insmod"; return 1; }
+		for ((i = 0; i < 8; i++)); do
+			echo "connect $ADDR $PORT" >"$DBG/control" || { fail "round $r: connect"; ok=1; }
+		done
+		((r % 2)) && sleep "0.$((r % 5))"
+		rmmod rpcrdma_cm || { fail "round $r: rmmod"; return 1; }
+	done
+	ktap_print_msg "50 rounds of load, 8 self-connections, rmmod in $((SECONDS - t0)) s"
+	return $ok
+}
+
+# memavail: MemAvailable in KiB.
+memavail() { awk '/^MemAvailable:/ { print $2 }' /proc/meminfo; }
+
+# flood_result FILE: waits (60 s) for pvt_peer's "flood ..." line; prints it.
+flood_result() {
+	local end=$((SECONDS + 60))
+	until grep -q "^flood " "$1"; do
+		[ "$SECONDS" -lt "$end" ] || { cat "$1" >&2; return 1; }
+		sleep 0.2
+	done
+	grep "^flood " "$1"
+}
+
+# A userspace peer opens more connections than the limits allow, advertising
+# 256 KiB inline sizes, while our module advertises 256 KiB too (the largest
+# buffers there are). max_connections_per_peer and max_connections refuse the
+# excess with a CM reject and a counter; free memory stays within 64 MiB of
+# what it was (each accepted connection posts 2 Receives of 256 KiB until its
+# client uses its credits, Send buffers come on first use); an honest client
+# connected before the flood keeps being served throughout, every chunk type.
+connection_flood_is_capped() {
+	local ok=0 honest before during r1 r2 pid1 pid2 line id i
+	ip addr add 192.0.2.2/24 dev dummy0 2>/dev/null
+	ip addr add 192.0.2.3/24 dev dummy0 2>/dev/null
+	load_module listen="$ADDR:$PORT" send_size=262144 recv_size=262144 \
+		max_connections=16 max_connections_per_peer=8 || return 1
+	honest=$(connected "$ADDR $PORT") || return 1
+	echo_case "$honest" 100000 1 inline inline || ok=1
+	before=$(memavail)
+	# 40 connections from 192.0.2.2: 8 accepted (the per-peer cap).
+	timeout -s KILL 120 "$PVT_PEER" flood "$ADDR" $PORT f6ab0e180101ffff 40 30 192.0.2.2 >/tmp/flood1.out 2>&1 &
+	pid1=$!
+	r1=$(flood_result /tmp/flood1.out) || { fail "first flood gave no result"; return 1; }
+	# 40 more from 192.0.2.3: 16 - 9 = 7 accepted (the global cap).
+	timeout -s KILL 120 "$PVT_PEER" flood "$ADDR" $PORT f6ab0e180101ffff 40 20 192.0.2.3 >/tmp/flood2.out 2>&1 &
+	pid2=$!
+	r2=$(flood_result /tmp/flood2.out) || { fail "second flood gave no result"; return 1; }
+	during=$(memavail)
+	ktap_print_msg "from 192.0.2.2: $r1; from 192.0.2.3: $r2"
+	ktap_print_msg "MemAvailable $((before / 1024)) MiB before, $((during / 1024)) MiB with $(stat server_connections_open) server connections open"
+	ktap_print_msg "rejects_max_per_peer=$(stat rejects_max_per_peer) rejects_max_connections=$(stat rejects_max_connections) rejects_sent=$(stat rejects_sent)"
+	[ "$r1" = "flood established=8 rejected=32 failed=0" ] || { fail "first flood: $r1"; ok=1; }
+	[ "$r2" = "flood established=7 rejected=33 failed=0" ] || { fail "second flood: $r2"; ok=1; }
+	[ "$(stat rejects_max_per_peer)" = 32 ] || { fail "rejects_max_per_peer"; ok=1; }
+	[ "$(stat rejects_max_connections)" = 33 ] || { fail "rejects_max_connections"; ok=1; }
+	[ "$(stat server_connections_open)" = 16 ] || { fail "server_connections_open"; ok=1; }
+	[ $((before - during)) -lt 65536 ] || { fail "the flood took $(((before - during) / 1024)) MiB"; ok=1; }
+	# The honest client, during the flood: every chunk type.
+	echo_case "$honest" 8 1 inline inline || ok=1
+	echo_case "$honest" 300000 1 read_chunk write_list || ok=1
+	echo_case "$honest" 300000 0 long reply_chunk || ok=1
+	line=$(grep " role=server state=established" "$DBG/connections" | tail -1)
+	ktap_print_msg "a flood connection: $(grep "^id=$(field "$line" id) " "$DBG/xprt")"
+	kill "$pid1" "$pid2" 2>/dev/null
+	wait "$pid1" "$pid2" 2>/dev/null
+	# The flood's connections go; their places come back.
+	for ((i = 0; i < 100; i++)); do
+		[ "$(stat server_connections_open)" = 1 ] && break
+		sleep 0.2
+	done
+	[ "$(stat server_connections_open)" = 1 ] || { fail "$(stat server_connections_open) server connections left"; ok=1; }
+	id=$(connected "$ADDR $PORT") || ok=1
+	echo_case "$honest" 1000 1 inline inline || ok=1
+	return $ok
+}
+
+# With idle_timeout=3, a server connection that carries nothing is closed
+# after 3 to 4 s (state idle_timeout; its client sees the disconnect), while
+# one that keeps calling stays up.
+idle_server_connections_are_closed() {
+	local idle busy i ok=0
+	load_module listen="$ADDR:$PORT" idle_timeout=3 || return 1
+	idle=$(connected "$ADDR $PORT") || return 1
+	busy=$(connected "$ADDR $PORT") || return 1
+	for ((i = 0; i < 8; i++)); do
+		rpc "$busy" null || { fail "busy connection: call $i failed"; ok=1; }
+		sleep 1
+	done
+	ktap_print_msg "idle: $(server_for "$idle" | cut -d' ' -f1-3); busy: $(server_for "$busy" | cut -d' ' -f1-3)"
+	server_for "$idle" | grep -q " state=idle_timeout " || { fail "idle connection not closed"; ok=1; }
+	wait_field "$idle" state disconnected || ok=1
+	server_for "$busy" | grep -q " state=established " || { fail "busy connection closed"; ok=1; }
+	[ "$(stat idle_disconnects)" = 1 ] || { fail "idle_disconnects=$(stat idle_disconnects)"; ok=1; }
+	return $ok
+}
+
+# A server that never answers, holding our calls: a call that times out or is
+# interrupted keeps its credit (RFC 8166 Section 3.3.1), so no call beyond
+# the grant is sent (with rnr_retry 0 an extra Send would kill the
+# connection). `bench` stops on the signal instead of abandoning the rest.
+abandoned_calls_keep_their_credit() {
+	local out=/tmp/peer.out pid id ok=0 calls
+	load_module || return 1
+	timeout -s KILL 60 "$PVT_PEER" server "$ADDR" 20084 f6ab0e1801010303 reply - - - - - - >$out 2>&1 &
+	pid=$!
+	for i in $(seq 1 50); do grep -q listening $out && break; sleep 0.1; done
+	id=$(connected "$ADDR 20084") || return 1
+	# One credit until the first reply; the bench's first call takes it.
+	timeout -s TERM 3 sh -c "echo 'bench $id 20 echo 64' >$DBG/control"
+	ktap_print_msg "bench: $(cat "$DBG/bench")"
+	expect "$(cat "$DBG/bench")" calls=20 ok=0 errors=1 interrupted=1 || ok=1
+	timeout -s TERM 2 sh -c "echo 'call $id echo 8' >$DBG/control" && { fail "a call without credit succeeded"; ok=1; }
+	ktap_print_msg "$(grep "^id=$id " "$DBG/xprt")"
+	[ "$(xcount "$id" calls_sent)" = 1 ] || { fail "calls_sent=$(xcount "$id" calls_sent), expected 1"; ok=1; }
+	[ "$(xcount "$id" calls_abandoned)" = 1 ] || { fail "calls_abandoned"; ok=1; }
+	calls=$(grep -c "^call len=" $out)
+	[ "$calls" = 1 ] || { fail "the server received $calls calls, expected 1"; ok=1; }
+	expect "$(conn_line "$id")" state=established || ok=1
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return $ok
+}
+
+# The device goes away between rdma_listen() and the listener being recorded
+# (test_listen_delay_ms widens that window to 4 s): `rdma link delete` must
+# not wait for the module to be unloaded, the listener is dead, and it
+# listens again once a device is added.
+device_removal_while_listener_starts() {
+	local t0 took rc ipid id ok=0
+	unload_module || return 1
+	insmod "$KO" listen="$ADDR:$PORT" test_listen_delay_ms=4000 &
+	ipid=$!
+	sleep 1.5
+	grep -q "state=starting" "$DBG/listeners" 2>/dev/null || ktap_print_msg "listeners: $(cat "$DBG/listeners" 2>&1)"
+	t0=$(date +%s.%N)
+	timeout -s KILL 30 rdma link delete rxe0
+	rc=$?
+	took=$(elapsed "$t0")
+	wait "$ipid" || { fail "insmod failed"; ok=1; }
+	ktap_print_msg "rdma link delete: exit $rc after $took s; listeners: $(cat "$DBG/listeners")"
+	[ "$rc" = 0 ] || { fail "rdma link delete failed or hung"; ok=1; }
+	awk -v t="$took" 'BEGIN { exit !(t < 15) }' || { fail "rdma link delete waited $took s"; ok=1; }
+	grep -q "addr=$ADDR:$PORT state=dead" "$DBG/listeners" || { fail "listener not dead"; ok=1; }
+	setp test_listen_delay_ms 0
+	rdma link show rxe0/1 >/dev/null 2>&1 || diag rdma link add rxe0 type rxe netdev dummy0 || { fail "cannot re-add rxe0"; return 1; }
+	for i in $(seq 1 100); do grep -q "state=listening" "$DBG/listeners" && break; sleep 0.1; done
+	grep -q "addr=$ADDR:$PORT state=listening" "$DBG/listeners" || { fail "listener did not come back"; ok=1; }
+	[ "$(stat listener_restarts)" = 1 ] || { fail "listener_restarts=$(stat listener_restarts)"; ok=1; }
+	id=$(connected "$ADDR $PORT") || return 1
+	echo_case "$id" 70000 1 read_chunk write_list || ok=1
+	return $ok
+}
+
+# RFC 8797 Section 3.2: R only where the device supports remote invalidation.
+# With test_no_mem_mgt_ext every device counts as lacking memory management
+# extensions: both ends send R=0 whatever remote_invalidate says, debugfs says
+# why (dev_reminv=0, reminv_device_unsupported), and chunked replies work
+# without Send With Invalidate. With a capable device (rxe) both send R=1 and
+# the server invalidates remotely. XIDs start at random values.
+remote_invalidation_needs_device_support() {
+	local id sid id2 sid2 x1 x2 ok=0
+	load_module listen="$ADDR:$PORT" test_no_mem_mgt_ext=1 || return 1
+	id=$(connected "$ADDR $PORT") || return 1
+	sid=$(field "$(server_for "$id")" id)
+	expect "$(conn_line "$id")" sent=f6ab0e1801000303 dev_reminv=0 peer_r=0 reminv=0 || ok=1
+	expect "$(server_for "$id")" sent=f6ab0e1801000303 dev_reminv=0 peer_r=0 reminv=0 || ok=1
+	[ "$(stat reminv_device_unsupported)" = 2 ] || { fail "reminv_device_unsupported=$(stat reminv_device_unsupported)"; ok=1; }
+	echo_case "$id" 65536 1 read_chunk write_list || ok=1
+	echo_case "$id" 8000 0 long reply_chunk || ok=1
+	x1=$(field "$(last_rpc)" xid)
+	[ "$(xcount "$sid" send_with_invalidate)" = 0 ] || { fail "Send With Invalidate without device support"; ok=1; }
+	[ "$(xcount "$id" local_invalidations)" = 4 ] || { fail "local_invalidations=$(xcount "$id" local_invalidations)"; ok=1; }
+	setp test_no_mem_mgt_ext 0
+	id2=$(connected "$ADDR $PORT") || return 1
+	sid2=$(field "$(server_for "$id2")" id)
+	expect "$(conn_line "$id2")" sent=f6ab0e1801010303 dev_reminv=1 peer_r=1 reminv=1 || ok=1
+	echo_case "$id2" 65536 1 read_chunk write_list || ok=1
+	x2=$(field "$(last_rpc)" xid)
+	[ "$(xcount "$sid2" send_with_invalidate)" = 1 ] || { fail "no Send With Invalidate on a capable device"; ok=1; }
+	ktap_print_msg "first XIDs: connection $id $x1, connection $id2 $x2"
+	[ "$x1" != "$(printf '0x%08x' $(((id << 24) + 1)))" ] && [ "$x2" != "$(printf '0x%08x' $((id2 << 24)))" ] ||
+		{ fail "XIDs are not random"; ok=1; }
 	return $ok
 }
 

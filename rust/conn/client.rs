@@ -21,10 +21,11 @@ use super::xprt::{n32, short, Done, Pending, ReplyKind, RpcRecord};
 use super::{Conn, ConnInner, QP_DEPTH};
 use crate::proto::chunk::{plan, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::config::{CallSpec, NfsOp, NfsSpec};
+use crate::proto::conn_state::client_window;
 use crate::proto::header::{
     decode, encode_msg, Body, Header, Limits, MsgSpec, ReadSegment, Segment,
 };
-use crate::proto::negotiate::Role;
+use crate::proto::negotiate::{Negotiated, Role};
 use crate::proto::nfs4::{decode_compound, encode_compound, fnv1a64, Op, Summary, FNV_BASIS};
 use crate::proto::rpc::{
     decode_reply, echo, encode_call_cred, AcceptStat, Cred, ReplyStatus, CALL_HEADER_SYS_LEN,
@@ -35,7 +36,8 @@ use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{emsgsize, enotconn, eproto, eremoteio, etimedout};
-use kernel::sync::CondVarTimeoutResult as W;
+use crate::sys::qp::Qp;
+use crate::sys::wait::Waited;
 
 type Guard<'a, T> = kernel::sync::lock::Guard<'a, T, kernel::sync::lock::mutex::MutexBackend>;
 
@@ -287,10 +289,12 @@ impl Conn {
         let data_len = req.data_len();
         let padded = n32(xdr_align(data_len as usize).ok_or(EINVAL)?);
         rec.call_len = head_len.saturating_add(padded);
-        let mut g = self.inner.lock();
-        let neg = match (&g.cm, &g.negotiated, g.state) {
-            (Some(_), Some(n), "established") => *n,
-            _ => return Err(enotconn()),
+        let neg = {
+            let g = self.inner.lock();
+            match (&g.cm, &g.negotiated) {
+                (Some(_), Some(n)) if g.state.is_established() => *n,
+                _ => return Err(enotconn()),
+            }
         };
         let shape = RpcShape {
             call_len: rec.call_len,
@@ -318,39 +322,58 @@ impl Conn {
             }
         }
 
-        // Wait for a credit (RFC 8166 Section 3.3.1).
+        // Reserve a credit (RFC 8166 Section 3.3.1), an XID and a slot, and
+        // take a handle on the QP; then build and send the call without the
+        // lock (allocation, registration and DMA mapping may sleep).
         let mut left = msecs_to_jiffies(CALL_TIMEOUT_MS);
-        while g.x.outstanding >= g.x.credits.min(QP_DEPTH) {
-            left = self.wait(&mut g, left)?;
-            if g.cm.is_none() {
-                return Err(enotconn());
+        let (qp, xid) = {
+            let mut g = self.inner.lock();
+            loop {
+                let qp = match &g.cm {
+                    Some(cm) if g.state.is_established() => cm.qp().ok_or_else(enotconn)?,
+                    _ => return Err(enotconn()),
+                };
+                let receives = qp.recv_buffers().0;
+                if g.x.outstanding < client_window(g.x.credits, receives, QP_DEPTH) {
+                    break (qp, self.reserve(&mut g)?);
+                }
+                // The handle is dropped before waiting: teardown waits for it.
+                drop(qp);
+                let (g2, res) = self.wait(g, left);
+                g = g2;
+                left = res?;
             }
-        }
-        let xid = g.x.next_xid;
-        g.x.next_xid = xid.wrapping_add(1);
+        };
         rec.xid = xid;
-        let slot = g.x.pending.iter().position(|p| p.is_none()).ok_or(EBUSY)?;
-        g.x.pending[slot] = Some(Pending {
-            xid,
-            result: None,
-            invalidated: None,
-        });
-        g.x.outstanding += 1;
 
         let mut chunks = CallChunks::default();
-        let result = self
-            .send_call(&g, req, xid, &p, &mut chunks)
-            .and_then(|()| self.wait_reply(&mut g, xid, left));
-        // Free the slot and the credit, whatever happened.
+        let sent = self.send_call(&qp, neg, req, xid, &p, &mut chunks);
+        drop(qp);
+        let mut g = self.inner.lock();
+        let (result, gave_up) = match sent {
+            Ok(()) => {
+                let (g2, res) = self.wait_reply(g, xid, left);
+                g = g2;
+                match res {
+                    Ok(r) => (r, false),
+                    Err(e) => (Err(e), true),
+                }
+            }
+            Err(e) => (Err(e), false),
+        };
+        // Free the slot and the credit, unless the call went out and we gave
+        // up waiting before any reply came: the server may still hold it, so
+        // both stay taken until its reply comes or the connection ends.
+        let held = gave_up && g.x.slot(xid).is_some_and(|p| p.result.is_none());
         let mut invalidated = None;
-        if let Some(p) =
-            g.x.pending
-                .iter_mut()
-                .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))
-        {
-            invalidated = p.take().and_then(|p| p.invalidated);
+        if held {
+            if let Some(p) = g.x.slot(xid) {
+                p.abandoned = true;
+            }
+            self.count(X::CallsAbandoned, 1);
+        } else {
+            invalidated = g.x.release(xid).and_then(|p| p.invalidated);
         }
-        g.x.outstanding -= 1;
         drop(g);
         self.cv.notify_all();
 
@@ -371,18 +394,32 @@ impl Conn {
         Ok(())
     }
 
-    /// Registers the chunks `p` asks for and sends the call.
+    /// Takes the next XID and a free slot, counting the call as outstanding.
+    fn reserve(&self, g: &mut ConnInner) -> Result<u32> {
+        let slot = g.x.pending.iter().position(|p| p.is_none()).ok_or(EBUSY)?;
+        let xid = g.x.next_xid;
+        g.x.next_xid = xid.wrapping_add(1);
+        g.x.pending[slot] = Some(Pending {
+            xid,
+            result: None,
+            invalidated: None,
+            abandoned: false,
+        });
+        g.x.outstanding += 1;
+        Ok(xid)
+    }
+
+    /// Registers the chunks `p` asks for and sends the call. Called without
+    /// the connection's lock.
     fn send_call(
         &self,
-        g: &ConnInner,
+        qp: &Qp,
+        neg: Negotiated,
         req: &Req<'_>,
         xid: u32,
         p: &Plan,
         chunks: &mut CallChunks,
     ) -> Result {
-        let cm = g.cm.as_ref().ok_or_else(enotconn)?;
-        let id = cm.as_ref();
-        let neg = g.negotiated.ok_or_else(enotconn)?;
         let mut head = [0u8; HEAD_MAX];
         let hn = req.head(xid, &mut head)?;
         let head = &head[..hn];
@@ -411,7 +448,7 @@ impl Conn {
         match p.call {
             CallPlan::Inline => self.count(X::CallsInline, 1),
             CallPlan::ReadChunk { position, len, .. } => {
-                let mut c = Chunk::new(&id, len)?;
+                let mut c = Chunk::new(qp, len)?;
                 fill_pattern(&mut c, 0, seed, len)?;
                 c.register(false)?;
                 self.count(X::Registrations, 1);
@@ -426,7 +463,7 @@ impl Conn {
             }
             CallPlan::PositionZero { len, .. } => {
                 // The whole call message, padded, in the chunk.
-                let mut c = Chunk::new(&id, len)?;
+                let mut c = Chunk::new(qp, len)?;
                 c.write_at(0, head)?;
                 if data_len > 0 {
                     fill_pattern(&mut c, n32(hn), seed, data_len)?;
@@ -455,7 +492,7 @@ impl Conn {
         match p.reply {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
-                let mut c = Chunk::new(&id, len)?;
+                let mut c = Chunk::new(qp, len)?;
                 c.register(true)?;
                 self.count(X::Registrations, 1);
                 wseg[0] = seg(&c)?;
@@ -479,7 +516,7 @@ impl Conn {
             reply,
         };
         let mut sent = 0;
-        id.send(None, |buf| {
+        qp.send(None, |buf| {
             let limit = buf.len().min(neg.c2s as usize);
             let buf = &mut buf[..limit];
             let h = encode_msg(buf, &spec).map_err(short)?;
@@ -636,30 +673,48 @@ impl Conn {
         }
     }
 
-    /// Waits on the connection's condition variable for at most `left` jiffies.
-    fn wait(&self, g: &mut Guard<'_, ConnInner>, left: Jiffies) -> Result<Jiffies> {
-        match self.cv.wait_interruptible_timeout(g, left) {
-            W::Woken { jiffies } => Ok(jiffies),
-            W::Timeout => {
+    /// Waits on the connection's condition variable for at most `left`
+    /// jiffies; only a fatal signal interrupts (`EINTR`: the caller is being
+    /// killed, so nothing restarts the call).
+    fn wait<'a>(
+        &'a self,
+        g: Guard<'a, ConnInner>,
+        left: Jiffies,
+    ) -> (Guard<'a, ConnInner>, Result<Jiffies>) {
+        let (g, res) = self.cv.wait_timeout(&self.inner, g, left);
+        let res = match res {
+            Waited::Woken(j) => Ok(j),
+            Waited::Timeout => {
                 self.count(X::RpcTimeouts, 1);
                 Err(etimedout())
             }
-            // Restarted (a new call) if the signal's handler says SA_RESTART.
-            W::Signal { .. } => Err(ERESTARTSYS),
-        }
+            Waited::Killed => Err(EINTR),
+        };
+        (g, res)
     }
 
-    fn wait_reply(
-        &self,
-        g: &mut Guard<'_, ConnInner>,
+    /// Waits for call `xid`'s outcome (a reply, an error reply, or the end
+    /// of the connection); `Err` if the wait itself ended first (timeout,
+    /// fatal signal).
+    fn wait_reply<'a>(
+        &'a self,
+        mut g: Guard<'a, ConnInner>,
         xid: u32,
         mut left: Jiffies,
-    ) -> Result<Done> {
+    ) -> (
+        Guard<'a, ConnInner>,
+        core::result::Result<Result<Done>, Error>,
+    ) {
         loop {
             if let Some(res) = g.x.slot(xid).and_then(|p| p.result.take()) {
-                return res.map_err(Error::from_errno);
+                return (g, Ok(res.map_err(Error::from_errno)));
             }
-            left = self.wait(g, left)?;
+            let (g2, res) = self.wait(g, left);
+            g = g2;
+            match res {
+                Ok(l) => left = l,
+                Err(e) => return (g, Err(e)),
+            }
         }
     }
 
@@ -677,21 +732,32 @@ impl Conn {
             return;
         };
         let mut g = self.inner.lock();
-        match g.x.slot(xid) {
+        let matched = match g.x.slot(xid) {
+            Some(p) if p.abandoned => {
+                // Its caller gave up: the slot and credit come back now.
+                g.x.release(xid);
+                self.count(X::RepliesAfterAbandon, 1);
+                true
+            }
             Some(p) if p.result.is_none() => {
                 p.result = Some(result);
                 p.invalidated = invalidated;
-                // As xprtrdma: only a reply to a call of ours updates the
-                // grant; 0 means 1.
-                if let Some(c) = credits {
-                    g.x.credits = c.clamp(1, QP_DEPTH);
-                }
                 self.count(X::RepliesReceived, 1);
-                drop(g);
-                self.cv.notify_all();
+                true
             }
-            _ => self.count(X::RepliesUnmatched, 1),
+            _ => false,
+        };
+        if !matched {
+            self.count(X::RepliesUnmatched, 1);
+            return;
         }
+        // As xprtrdma: only a reply to a call of ours updates the grant; 0
+        // means 1.
+        if let Some(c) = credits {
+            g.x.credits = c.clamp(1, QP_DEPTH);
+        }
+        drop(g);
+        self.cv.notify_all();
     }
 
     /// What a reply's transport header says, with a copy of its inline RPC part.
@@ -757,6 +823,8 @@ pub(crate) struct BenchResult {
     max_ns: u64,
     call: &'static str,
     reply: &'static str,
+    /// A signal stopped it before `calls` were made.
+    interrupted: bool,
 }
 
 /// Nanoseconds as microseconds with one decimal.
@@ -794,15 +862,21 @@ impl BenchResult {
         if self.errors != 0 {
             write!(m, " last_error={}", self.last_errno)?;
         }
+        if self.interrupted {
+            m.write_str(" interrupted=1")?;
+        }
         writeln!(m)
     }
 }
 
 impl Conn {
-    /// `bench ID N ...`: N calls one after the other; latency statistics.
+    /// `bench ID N ...`: N calls one after the other; latency statistics. A
+    /// signal stops it (the interrupted call stays counted against the
+    /// server's credits until its reply comes).
     pub(crate) fn bench(&self, n: u32, spec: &CallSpec) -> Result<BenchResult> {
         let mut lat: KVVec<u64> = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
         let (mut errors, mut last_errno) = (0u32, 0i32);
+        let mut interrupted = false;
         let start = Ktime::ktime_get();
         for _ in 0..n {
             let t = Ktime::ktime_get();
@@ -811,6 +885,10 @@ impl Conn {
                 Err(e) => {
                     errors += 1;
                     last_errno = e.to_errno();
+                    if e == EINTR {
+                        interrupted = true;
+                        break;
+                    }
                     if e == enotconn() {
                         break;
                     }
@@ -838,6 +916,7 @@ impl Conn {
             max_ns: at(100),
             call,
             reply,
+            interrupted,
         })
     }
 }

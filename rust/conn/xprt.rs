@@ -28,7 +28,8 @@ use core::fmt::{self, Write};
 use kernel::alloc::{KVVec, VVec};
 use kernel::prelude::*;
 
-use super::{Conn, State, QP_DEPTH};
+use super::{Conn, State, QP_DEPTH, RECV_DEPTH};
+use crate::proto::conn_state::{receives_to_add, server_grant, ConnState};
 use crate::proto::header::{
     decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
     Segment, RPCRDMA_VERSION,
@@ -43,7 +44,8 @@ use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{emsgsize, enotconn, eproto};
-use crate::sys::rdma_cm::{CmIdRef, Completion, WC_FLUSHED};
+use crate::sys::qp::Qp;
+use crate::sys::rdma_cm::{Completion, WC_FLUSHED};
 
 /// Most RPC results kept for the `rpcs` file.
 pub(crate) const KEEP_RPCS: usize = 64;
@@ -89,6 +91,10 @@ pub(super) struct Pending {
     /// The rkey its reply's Send With Invalidate invalidated, whatever the
     /// reply said (an RDMA_ERROR may come that way too).
     pub(super) invalidated: Option<u32>,
+    /// Its caller gave up (timeout, signal) after it was sent: the server may
+    /// still hold it, so its slot and credit stay taken until its reply
+    /// comes or the connection ends (RFC 8166 Section 3.3.1).
+    pub(super) abandoned: bool,
 }
 
 /// Per-connection messaging state, under the connection's mutex.
@@ -111,17 +117,34 @@ impl XprtState {
         }
     }
 
-    /// Fails every call in flight with `errno` (the connection is gone).
+    /// Fails every call in flight with `errno` (the connection is gone), and
+    /// frees the slots of abandoned ones: no reply can come any more.
     pub(super) fn fail_all(&mut self, errno: i32) {
-        for p in self.pending.iter_mut().flatten() {
-            if p.result.is_none() {
-                p.result = Some(Err(errno));
+        for p in self.pending.iter_mut() {
+            match p {
+                Some(q) if q.abandoned => {
+                    *p = None;
+                    self.outstanding -= 1;
+                }
+                Some(q) if q.result.is_none() => q.result = Some(Err(errno)),
+                _ => {}
             }
         }
     }
 
     pub(super) fn slot(&mut self, xid: u32) -> Option<&mut Pending> {
         self.pending.iter_mut().flatten().find(|p| p.xid == xid)
+    }
+
+    /// Frees the slot of call `xid` and its credit; returns what it held.
+    pub(super) fn release(&mut self, xid: u32) -> Option<Pending> {
+        let p = self
+            .pending
+            .iter_mut()
+            .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))?
+            .take();
+        self.outstanding -= 1;
+        p
     }
 }
 
@@ -249,26 +272,27 @@ impl Conn {
     }
 
     /// A Receive completed on this connection's QP.
-    pub(super) fn on_recv(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
+    pub(super) fn on_recv(&self, qp: &Qp, wc: &Completion<'_>) {
         if wc.status != 0 {
             if wc.status != WC_FLUSHED {
                 self.count(X::RecvErrors, 1);
-                self.fatal(id);
+                self.fatal(qp);
             }
             return;
         }
+        self.touch();
         self.count(X::BytesRecv, wc.data.len() as u64);
         match self.role {
             Role::Client => self.reply_received(wc.data, wc.invalidated),
-            Role::Server => self.call_received(id, wc.data),
+            Role::Server => self.call_received(qp, wc.data),
         }
     }
 
     /// A Send completed.
-    pub(super) fn on_send_done(&self, id: &CmIdRef<'_>, wc: &Completion<'_>) {
+    pub(super) fn on_send_done(&self, qp: &Qp, wc: &Completion<'_>) {
         if wc.status != 0 && wc.status != WC_FLUSHED {
             self.count(X::SendErrors, 1);
-            self.fatal(id);
+            self.fatal(qp);
         }
     }
 
@@ -277,27 +301,44 @@ impl Conn {
     /// (state `disconnecting`), then disconnect (as xprtrdma and svcrdma do);
     /// the DISCONNECTED event closes the connection when the peer answers or
     /// the CM gives up.
-    fn fatal(&self, id: &CmIdRef<'_>) {
+    fn fatal(&self, qp: &Qp) {
         {
             let mut g = self.inner.lock();
-            if g.state == "established" {
-                g.state = "disconnecting";
-            }
+            g.state.advance(ConnState::Disconnecting);
             g.x.fail_all(enotconn().to_errno());
         }
         self.cv.notify_all();
-        let _ = id.disconnect();
+        let _ = qp.disconnect();
     }
 
-    fn call_received(&self, id: &CmIdRef<'_>, data: &[u8]) {
-        let (s2c, reminv, grant_max) = {
+    /// The credits the server grants now (see `conn_state`): first, if the
+    /// client uses every credit it has, more Receive buffers are posted, so
+    /// that the grant grows with the client's need and an idle or slow client
+    /// costs only its initial buffers.
+    fn grant(&self, qp: &Qp) -> u32 {
+        let (allocated, posted) = qp.recv_buffers();
+        let in_use = allocated.saturating_sub(posted);
+        let add = receives_to_add(in_use, allocated, RECV_DEPTH);
+        if add > 0 {
+            if let Ok(n) = qp.grow_recv(add) {
+                self.count(X::ReceivesAdded, u64::from(n));
+            }
+        }
+        let grant = server_grant(qp.recv_buffers().0);
+        self.inner.lock().x.credits = grant;
+        grant
+    }
+
+    fn call_received(&self, qp: &Qp, data: &[u8]) {
+        let (s2c, reminv) = {
             let g = self.inner.lock();
             match &g.negotiated {
-                Some(n) => (n.s2c, n.remote_invalidation, QP_DEPTH),
+                Some(n) => (n.s2c, n.remote_invalidation),
                 None => return,
             }
         };
         self.count(X::CallsReceived, 1);
+        let grant = self.grant(qp);
         let h = match decode(data, &Limits::DEFAULT) {
             Ok(h) => h,
             Err((xid, e)) => {
@@ -313,12 +354,12 @@ impl Conn {
                 } else {
                     ErrorBody::Chunk
                 };
-                self.send_error(id, xid, 1, body);
+                self.send_error(qp, xid, grant, body);
                 return;
             }
         };
-        let credits = h.credits.clamp(1, grant_max);
-        self.inner.lock().x.credits = credits;
+        // Never more than the client asks for (RFC 8166 Section 3.3.1).
+        let credits = grant.min(h.credits.max(1));
         let (chunks, nomsg) = match h.body {
             Body::Msg(c) => (c, false),
             Body::NoMsg(c) => (c, true),
@@ -338,7 +379,7 @@ impl Conn {
                 chunks,
                 inline: if nomsg { &[] } else { &data[h.len..] },
             };
-            match self.serve_with_chunks(id, &call, s2c, reminv) {
+            match self.serve_with_chunks(qp, &call, s2c, reminv) {
                 Ok(()) => {}
                 Err(e) if e == enotconn() => {}
                 Err(e) if e == EBUSY => self.count(X::SendBusy, 1),
@@ -346,19 +387,19 @@ impl Conn {
                     // An RDMA Read or Write failed (a bad rkey, say): the QP
                     // is in error, nothing can be answered.
                     self.count(X::ChunkErrors, 1);
-                    self.fatal(id);
+                    self.fatal(qp);
                 }
                 Err(_) => {
                     // A chunk we could not pull or fill, or a reply that fits
                     // nowhere the requester offered (RFC 8166 Section 4.5).
                     self.count(X::ChunkErrors, 1);
-                    self.send_error(id, h.xid, credits, ErrorBody::Chunk);
+                    self.send_error(qp, h.xid, credits, ErrorBody::Chunk);
                 }
             }
             return;
         }
         let rpc = &data[h.len..];
-        let res = id.send(None, |buf| {
+        let res = qp.send(None, |buf| {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
             let spec = MsgSpec {
@@ -374,6 +415,7 @@ impl Conn {
         });
         match res {
             Ok(()) => {
+                self.touch();
                 self.count(X::RepliesSent, 1);
                 self.count(X::RepliesSentInline, 1);
             }
@@ -381,14 +423,14 @@ impl Conn {
                 // The reply does not fit the server-to-client threshold and the
                 // call offered no Reply chunk (RFC 8166 Section 4.5.3).
                 self.count(X::RepliesTooLarge, 1);
-                self.send_error(id, h.xid, credits, ErrorBody::Chunk);
+                self.send_error(qp, h.xid, credits, ErrorBody::Chunk);
             }
             Err(e) => self.send_failed(e),
         }
     }
 
     /// Pulls the call's Read chunks (RDMA Read) into the whole RPC message.
-    fn assemble_call(&self, id: &CmIdRef<'_>, call: &CallIn<'_>) -> Result<VVec<u8>> {
+    fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
         let pulled = call
             .chunks
             .read_list()
@@ -418,7 +460,7 @@ impl Conn {
             if len == 0 {
                 continue;
             }
-            let mut c = Chunk::new(id, len)?;
+            let mut c = Chunk::new(qp, len)?;
             let wrs = c.rdma_read(rs.segment.handle, rs.segment.offset)?;
             self.count(X::RdmaReads, 1);
             self.count(X::RdmaRwWrs, u64::from(wrs));
@@ -436,7 +478,7 @@ impl Conn {
 
     /// Pushes `data` into the segments of one chunk (RDMA Write); returns the
     /// segments with the lengths written, as the reply echoes them.
-    fn push(&self, id: &CmIdRef<'_>, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
+    fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
         let total = segs
             .iter()
             .map(|s| u64::from(s.length))
@@ -449,7 +491,7 @@ impl Conn {
         for s in segs {
             let k = (data.len() - at).min(s.length as usize);
             if k > 0 {
-                let mut c = Chunk::new(id, n32(k))?;
+                let mut c = Chunk::new(qp, n32(k))?;
                 c.write_at(0, &data[at..at + k])?;
                 let wrs = c.rdma_write(s.handle, s.offset)?;
                 self.count(X::RdmaWrites, 1);
@@ -470,14 +512,8 @@ impl Conn {
 
     /// Serves a call that carries chunks: pulls its Read chunks, runs it, and
     /// returns the reply through the Write list, inline, or in the Reply chunk.
-    fn serve_with_chunks(
-        &self,
-        id: &CmIdRef<'_>,
-        call: &CallIn<'_>,
-        s2c: u32,
-        reminv: bool,
-    ) -> Result {
-        let msg = self.assemble_call(id, call)?;
+    fn serve_with_chunks(&self, qp: &Qp, call: &CallIn<'_>, s2c: u32, reminv: bool) -> Result {
+        let msg = self.assemble_call(qp, call)?;
         let mut out = VVec::with_capacity(msg.len() + 128, GFP_KERNEL)?;
         out.extend_with(msg.len() + 128, 0, GFP_KERNEL)?;
         let (n, ddp) = serve(&mut out, &msg)?;
@@ -514,7 +550,7 @@ impl Conn {
                 _ => &[],
             };
             used_write |= !data.is_empty();
-            written.push(self.push(id, w, data)?, GFP_KERNEL)?;
+            written.push(self.push(qp, w, data)?, GFP_KERNEL)?;
         }
         match ddp {
             Some((off, len)) if used_write => {
@@ -538,14 +574,15 @@ impl Conn {
         let rwritten = if inline {
             None
         } else if has_reply_chunk {
-            Some(self.push(id, &rchunk, &rest)?)
+            Some(self.push(qp, &rchunk, &rest)?)
         } else {
             self.count(X::RepliesTooLarge, 1);
             return Err(emsgsize());
         };
 
-        // Send With Invalidate only when both ends set R (RFC 8797 Section 4.1),
-        // and only of an rkey this call offered: its Write chunk's, else its
+        // Send With Invalidate only when both ends set R (RFC 8797 Section 4.1;
+        // we set it only on a device that supports it, Section 3.2), and only
+        // of an rkey this call offered: its Write chunk's, else its
         // Reply chunk's, else its Read chunk's (all FRWR-registered by a
         // requester that set R).
         let inv = if reminv {
@@ -567,7 +604,7 @@ impl Conn {
             reply: rwritten.as_deref(),
         };
         let mut sent = 0;
-        id.send(inv, |buf| {
+        qp.send(inv, |buf| {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
             let hl = encode_msg(buf, &spec).map_err(short)?;
@@ -578,6 +615,7 @@ impl Conn {
             sent = hl + body.len();
             Ok(sent)
         })?;
+        self.touch();
         self.count(X::RepliesSent, 1);
         self.count(
             if rwritten.is_some() {
@@ -603,8 +641,8 @@ impl Conn {
         }
     }
 
-    fn send_error(&self, id: &CmIdRef<'_>, xid: u32, credits: u32, body: ErrorBody) {
-        match id.send(None, |buf| {
+    fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
+        match qp.send(None, |buf| {
             encode_error(buf, xid, credits, body).map_err(short)
         }) {
             Ok(()) => self.count(X::RdmaErrorSent, 1),
@@ -699,8 +737,15 @@ impl crate::sys::debugfs::Show for XprtFile {
     fn show(&self, m: &mut crate::sys::debugfs::SeqFile<'_>) -> fmt::Result {
         let snapshot = self.0.snapshot().map_err(|_| fmt::Error)?;
         for c in snapshot.iter() {
-            let credits = c.inner.lock().x.credits;
+            let (credits, qp) = {
+                let g = c.inner.lock();
+                (g.x.credits, g.cm.as_ref().and_then(|cm| cm.qp()))
+            };
             write!(m, "id={} role={} credits={}", c.id, c.role.name(), credits)?;
+            if let Some(qp) = qp {
+                let (recv, _) = qp.recv_buffers();
+                write!(m, " recv_bufs={} send_bufs={}", recv, qp.send_buffers())?;
+            }
             c.xs.show_nonzero(m)?;
             writeln!(m)?;
         }

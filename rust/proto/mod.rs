@@ -9,6 +9,7 @@
 
 pub mod chunk;
 pub mod config;
+pub mod conn_state;
 pub mod header;
 pub mod negotiate;
 pub mod nfs4;

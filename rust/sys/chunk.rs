@@ -2,26 +2,27 @@
 
 //! Chunk memory: pages the peer reads or writes through a registration
 //! (requester, FRWR), or that we fill from or push to the peer's memory with
-//! RDMA Read and Write (responder). The C half is in `helpers.c` ("Chunks").
+//! RDMA Read and Write (responder). The C half is `chunk.c`.
 //!
-//! A [`Chunk`] belongs to the QP of the id it was allocated on and holds a
-//! reference to it. It may outlive the connection briefly: operations then fail
-//! with `ENOTCONN` and dropping it just frees it. The connection's teardown
-//! (dropping its [`CmId`](super::rdma_cm::CmId)) waits for its chunks to be
-//! dropped, so that nothing of the connection is left on the device when the
-//! device goes away: a thread must not drop a `CmId` while it holds one of that
-//! id's chunks, and a holder must drop its chunks once the connection has
-//! failed, not wait for anything first. Dropping a registered chunk
-//! invalidates the registration first (LOCAL_INV) unless the peer already did
-//! ([`Chunk::remotely_invalidated`]), and waits for that to complete: the
-//! memory is never freed while the peer can still reach it.
+//! A [`Chunk`] belongs to the QP it was allocated on and holds a reference to
+//! it, like a [`Qp`] handle. It may outlive the connection briefly: operations
+//! then fail with `ENOTCONN` and dropping it just frees it. The connection's
+//! teardown waits for its chunks to be dropped, so that nothing of the
+//! connection is left on the device when the device goes away: a holder must
+//! drop its chunks once the connection has failed, not wait for anything
+//! first. Dropping a registered chunk invalidates the registration first
+//! (LOCAL_INV) unless the peer already did ([`Chunk::remotely_invalidated`]),
+//! waits for that to complete, and deregisters it before the memory is
+//! unmapped and freed: the memory is never reachable by the peer once it is
+//! given back. Chunk pages start zeroed, so a peer that claims to have
+//! written more than it did shows us zeros, never stale memory.
 
 use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
 
-use super::errno::{emsgsize, enotconn};
-use super::rdma_cm::{rpcrdma_cm_qp, CmIdRef};
+use super::errno::emsgsize;
+use super::qp::{rpcrdma_cm_qp, Qp};
 
 /// C `struct rpcrdma_cm_chunk`, opaque.
 #[repr(C)]
@@ -50,7 +51,7 @@ extern "C" {
 
 use kernel::ffi::c_int;
 
-/// The largest chunk (4 MiB, as `RPCRDMA_CM_CHUNK_MAX_PAGES` in helpers.c).
+/// The largest chunk (4 MiB, as `RPCRDMA_CM_CHUNK_MAX_PAGES` in qp.h).
 pub(crate) const MAX_CHUNK: u32 = 4 << 20;
 
 /// Where the peer finds a registered chunk: an RPC-over-RDMA segment.
@@ -75,15 +76,14 @@ pub(crate) struct Chunk {
 unsafe impl Send for Chunk {}
 
 impl Chunk {
-    /// Allocates `len` octets (1 to [`MAX_CHUNK`]) for `id`'s QP.
-    pub(crate) fn new(id: &CmIdRef<'_>, len: u32) -> Result<Chunk> {
+    /// Allocates `len` octets (1 to [`MAX_CHUNK`], zeroed) for `qp`.
+    pub(crate) fn new(qp: &Qp, len: u32) -> Result<Chunk> {
         if len == 0 || len > MAX_CHUNK {
             return Err(emsgsize());
         }
-        let qp = id.qp().ok_or_else(enotconn)?;
-        // SAFETY: `qp` is the live QP of `id` (the borrow keeps it from being
-        // destroyed during the call); the chunk takes its own reference.
-        let raw = unsafe { rpcrdma_cm_chunk_alloc(qp, len) };
+        // SAFETY: the handle keeps the QP alive during the call; the chunk
+        // takes its own reference.
+        let raw = unsafe { rpcrdma_cm_chunk_alloc(qp.raw(), len) };
         Ok(Chunk {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
             len,

@@ -74,7 +74,7 @@ impl fmt::Write for SeqFile<'_> {
     }
 }
 
-/// Called by `helpers.c` for each read of a file made by [`Dir::file`].
+/// Called by `debugfs.c` for each read of a file made by [`Dir::file`].
 #[no_mangle]
 extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
     // The Dir removes the file with debugfs_remove(), which waits for this call
@@ -92,7 +92,7 @@ extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) ->
     }
 }
 
-/// Called by `helpers.c` for each write() to a file made by [`Dir::rw_file`].
+/// Called by `debugfs.c` for each write() to a file made by [`Dir::rw_file`].
 #[no_mangle]
 extern "C" fn rpcrdma_cm_debugfs_write(
     private: *mut c_void,
@@ -102,7 +102,7 @@ extern "C" fn rpcrdma_cm_debugfs_write(
     // SAFETY: `private` is the i_private of a file made by `Dir::rw_file`, valid
     // until debugfs_remove() returns (see rpcrdma_cm_debugfs_show).
     let data: &Arc<dyn Show> = unsafe { &*private.cast::<Arc<dyn Show>>() };
-    // SAFETY: helpers.c passes a kernel copy of the user's `len` octets, alive for
+    // SAFETY: debugfs.c passes a kernel copy of the user's `len` octets, alive for
     // this call.
     let bytes = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
     let Ok(text) = core::str::from_utf8(bytes) else {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Notice of RDMA devices being added (an IB client, in `helpers.c`), so that
+//! Notice of RDMA devices being added (an IB client, in `ib_client.c`), so that
 //! listeners whose device was removed can listen again when one comes back.
 
 use core::ffi::c_void;
@@ -69,7 +69,7 @@ impl Drop for DeviceWatch {
     }
 }
 
-/// Called by helpers.c's work item after a device was added.
+/// Called by ib_client.c's work item after a device was added.
 #[no_mangle]
 extern "C" fn rpcrdma_cm_device_added_rs(ctx: *mut c_void) {
     if ctx.is_null() {

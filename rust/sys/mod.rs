@@ -4,12 +4,16 @@
 //!
 //! Each submodule wraps one C interface in a safe Rust API, the way
 //! `rust/kernel/net/phy.rs` does for PHY drivers. Where C uses macros, static
-//! inlines or ops tables, the C half of this layer (`helpers.c`, linked into the
-//! same module) provides plain functions that are declared here.
+//! inlines or ops tables, the C half of this layer (one `.c` file per concept
+//! beside the `.rs` file of the same name, linked into the same module)
+//! provides plain functions, declared once in `rpcrdma_cm_sys.h`.
 
 pub(crate) mod chunk;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib_client;
 pub(crate) mod param;
+pub(crate) mod qp;
 pub(crate) mod rdma_cm;
+pub(crate) mod wait;
+pub(crate) mod workqueue;

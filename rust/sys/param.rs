@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Module parameters. `module!` on 6.12 has no parameter support, so the
-//! parameters are declared with `module_param*()` in `helpers.c`, which asks the
+//! parameters are declared with `module_param*()` in `param.c`, which asks the
 //! functions here to check values against the protocol core's rules.
 
 use kernel::ffi::c_char;
@@ -16,6 +16,13 @@ extern "C" {
     fn rpcrdma_cm_param_remote_invalidate() -> bool;
     fn rpcrdma_cm_param_legacy() -> bool;
     fn rpcrdma_cm_param_listen() -> *const c_char;
+    fn rpcrdma_cm_param_max_connections() -> u32;
+    fn rpcrdma_cm_param_max_connections_per_peer() -> u32;
+    fn rpcrdma_cm_param_idle_timeout() -> u32;
+    fn rpcrdma_cm_param_test_teardown_delay_ms() -> u32;
+    fn rpcrdma_cm_param_test_listen_delay_ms() -> u32;
+    fn rpcrdma_cm_msleep(ms: u32);
+    fn rpcrdma_cm_random_u32() -> u32;
 }
 
 /// `selftest`: run the protocol core's vectors at load.
@@ -58,13 +65,59 @@ pub(crate) fn listen() -> &'static str {
     s.to_str().unwrap_or("")
 }
 
-/// Called by helpers.c before a size parameter takes a value.
+/// `max_connections`: server connections at most (1 to 65535).
+pub(crate) fn max_connections() -> u32 {
+    // SAFETY: as in `selftest`.
+    unsafe { rpcrdma_cm_param_max_connections() }
+}
+
+/// `max_connections_per_peer`: server connections from one address at most.
+pub(crate) fn max_connections_per_peer() -> u32 {
+    // SAFETY: as in `selftest`.
+    unsafe { rpcrdma_cm_param_max_connections_per_peer() }
+}
+
+/// `idle_timeout`: seconds a server connection may carry nothing (0: forever).
+pub(crate) fn idle_timeout() -> u32 {
+    // SAFETY: as in `selftest`.
+    unsafe { rpcrdma_cm_param_idle_timeout() }
+}
+
+/// Sleeps as long as the `test_teardown_delay_ms` parameter says (selftests
+/// widen the window between a handler closing its connection and the teardown).
+pub(crate) fn test_teardown_delay() {
+    // SAFETY: as in `selftest`.
+    let ms = unsafe { rpcrdma_cm_param_test_teardown_delay_ms() };
+    if ms != 0 {
+        // SAFETY: a plain C function; callers run in process context.
+        unsafe { rpcrdma_cm_msleep(ms) };
+    }
+}
+
+/// Sleeps as long as the `test_listen_delay_ms` parameter says (selftests widen
+/// the window between `rdma_listen()` and recording the listener).
+pub(crate) fn test_listen_delay() {
+    // SAFETY: as in `selftest`.
+    let ms = unsafe { rpcrdma_cm_param_test_listen_delay_ms() };
+    if ms != 0 {
+        // SAFETY: a plain C function; callers run in process context.
+        unsafe { rpcrdma_cm_msleep(ms) };
+    }
+}
+
+/// A random 32-bit value (`get_random_u32()`).
+pub(crate) fn random_u32() -> u32 {
+    // SAFETY: a plain C function, callable from any context.
+    unsafe { rpcrdma_cm_random_u32() }
+}
+
+/// Called by param.c before a size parameter takes a value.
 #[no_mangle]
 extern "C" fn rpcrdma_cm_size_param_ok(v: u32) -> bool {
     check_size_param(v).is_ok()
 }
 
-/// Called by helpers.c before the `listen` parameter takes a value.
+/// Called by param.c before the `listen` parameter takes a value.
 #[no_mangle]
 extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     if s.is_null() {

@@ -1,30 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA connection manager ids, with a QP, and their event handlers.
+//! RDMA connection manager ids and their event handlers (the C half is `cm.c`).
 //!
-//! Each [`CmId`] owns one `struct rdma_cm_id` and a context box holding the
+//! Each [`CmId`] owns one `struct rdma_cm_id` and a context holding the
 //! `Arc<dyn CmHandler>` that receives its events. The rules of the CM that bite
 //! are kept here, so the module logic cannot get them wrong:
 //!
-//! - Private data is valid only during the event: [`Event::private_data`] borrows it
-//!   for the handler call only; callers copy what they keep.
+//! - Private data is valid only during the event: [`Event::private_data`]
+//!   borrows it for the handler call only; callers copy what they keep.
 //! - An id must not be destroyed from inside its own handler (the CM holds the
-//!   handler lock): dropping a [`CmId`] there frees its QP at once and hands the id
-//!   to the CM by returning non-zero, after which no event reaches the handler.
-//!   Dropped anywhere else, it takes the handler lock, frees the QP, marks the id
-//!   dead (later events are ignored) and calls `rdma_destroy_id()`.
-//! - Dropping a [`CmId`] frees everything of the connection on the device (QP,
-//!   CQ, buffers, and, once the last of the id's chunks is dropped, the PD)
-//!   before it returns. The CM frees a removed device as soon as the
-//!   DEVICE_REMOVAL handlers return, so closing a connection there must leave
-//!   nothing behind; the drop waits for chunk holders to let go.
-//! - CONNECT_REQUEST arrives on a new id that carries its listener's context: the
-//!   listener's handler either accepts it with [`ConnectRequest::accept`], which
-//!   gives the new id its own context and a QP, or leaves it, and the request is
-//!   rejected and the new id destroyed by the CM.
+//!   handler lock). Dropping a [`CmId`] there marks it dead (no event reaches
+//!   the handler afterwards) and queues its teardown on the module's
+//!   workqueue; dropped anywhere else, it is torn down before the drop
+//!   returns. Teardown drains and frees the QP (waiting for every [`Qp`]
+//!   handle and chunk to be dropped) and then destroys the id. Unloading waits
+//!   until every id is gone ([`ModuleQueue`](super::workqueue::ModuleQueue)),
+//!   so no handler of the module can still be running when its code is freed.
+//! - What only a handler may do (connect, create the QP) is offered only by
+//!   [`HandlerId`], which only handlers receive.
+//! - CONNECT_REQUEST arrives on a new id that carries its listener's context:
+//!   the listener's handler either accepts it with [`ConnectRequest::accept`],
+//!   which gives the new id its own context and a QP, or leaves it, and the
+//!   request is rejected and the new id destroyed by the CM.
+//! - On DEVICE_REMOVAL the CM waits, before it lets the driver free the device,
+//!   until every id on it is destroyed; the deferred teardown provides that.
 
 use core::ffi::c_void;
-use core::net::IpAddr;
+use core::mem::ManuallyDrop;
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+use core::pin::Pin;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use kernel::error::to_result;
@@ -32,26 +36,18 @@ use kernel::ffi::{c_char, c_int};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::task::Task;
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
-use super::errno::{emsgsize, enotconn};
+use super::qp::{rpcrdma_cm_qp, rpcrdma_cm_qp_attr, Qp, QpAttr};
+use super::workqueue;
 
 /// C `struct rdma_cm_id`, opaque.
 #[repr(C)]
 pub(crate) struct rdma_cm_id {
     _p: [u8; 0],
 }
-/// C `struct rpcrdma_cm_qp` (helpers.c): PD, CQ, QP and buffers, opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_qp {
-    _p: [u8; 0],
-}
-/// C `struct rpcrdma_cm_buf` (helpers.c): one Send buffer, opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_buf {
-    _p: [u8; 0],
-}
 
-/// Mirrors `struct rpcrdma_cm_wc_info` in helpers.c.
+/// Mirrors `struct rpcrdma_cm_wc_info` in rpcrdma_cm_sys.h.
 #[repr(C)]
 pub(crate) struct rpcrdma_cm_wc_info {
     status: c_int,
@@ -61,7 +57,7 @@ pub(crate) struct rpcrdma_cm_wc_info {
     with_invalidate: bool,
 }
 
-/// Mirrors `struct rpcrdma_cm_event_info` in helpers.c.
+/// Mirrors `struct rpcrdma_cm_event_info` in rpcrdma_cm_sys.h.
 #[repr(C)]
 pub(crate) struct rpcrdma_cm_event_info {
     event: c_int,
@@ -69,6 +65,14 @@ pub(crate) struct rpcrdma_cm_event_info {
     private_data: *const u8,
     private_data_len: u32,
     initiator_depth: u8,
+}
+
+/// Mirrors `struct rpcrdma_cm_dev_caps` in rpcrdma_cm_sys.h.
+#[repr(C)]
+#[derive(Default)]
+struct rpcrdma_cm_dev_caps {
+    mem_mgt_ext: bool,
+    max_fast_reg_page_list_len: u32,
 }
 
 const AF_INET: c_int = 2;
@@ -99,27 +103,16 @@ extern "C" {
         dev: *mut c_char,
         len: usize,
     );
+    fn rpcrdma_cm_id_peer(id: *mut rdma_cm_id, addr16: *mut u8, port: *mut u16) -> c_int;
+    fn rpcrdma_cm_id_caps(id: *mut rdma_cm_id, caps: *mut rpcrdma_cm_dev_caps) -> c_int;
     fn rpcrdma_cm_create_qp(
         id: *mut rdma_cm_id,
-        depth: u32,
-        send_size: u32,
-        recv_size: u32,
+        attr: *const rpcrdma_cm_qp_attr,
         owner: *mut c_void,
         out: *mut *mut rpcrdma_cm_qp,
     ) -> c_int;
     fn rpcrdma_cm_destroy_qp(qp: *mut rpcrdma_cm_qp);
-    fn rpcrdma_cm_send_get(
-        qp: *mut rpcrdma_cm_qp,
-        addr: *mut *mut u8,
-        size: *mut u32,
-    ) -> *mut rpcrdma_cm_buf;
-    fn rpcrdma_cm_send_abort(b: *mut rpcrdma_cm_buf);
-    fn rpcrdma_cm_send_post(
-        b: *mut rpcrdma_cm_buf,
-        len: u32,
-        invalidate: bool,
-        inv_rkey: u32,
-    ) -> c_int;
+    fn rpcrdma_cm_qp_get(qp: *mut rpcrdma_cm_qp);
     fn rpcrdma_cm_connect_locked(id: *mut rdma_cm_id, pdata: *const u8, len: u8) -> c_int;
     fn rpcrdma_cm_accept(id: *mut rdma_cm_id, pdata: *const u8, len: u8, ord: u8) -> c_int;
     fn rpcrdma_cm_reject(id: *mut rdma_cm_id) -> c_int;
@@ -127,6 +120,8 @@ extern "C" {
     fn rdma_destroy_id(id: *mut rdma_cm_id);
     fn rdma_lock_handler(id: *mut rdma_cm_id);
     fn rdma_unlock_handler(id: *mut rdma_cm_id);
+    fn rpcrdma_cm_live_get();
+    fn rpcrdma_cm_live_put();
 }
 
 macro_rules! event_kinds {
@@ -195,17 +190,28 @@ pub(crate) struct Completion<'a> {
 /// `IB_WC_WR_FLUSH_ERR`: the WR was flushed because the QP went to error.
 pub(crate) const WC_FLUSHED: i32 = 5;
 
+/// What the device under an id offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DevCaps {
+    /// Memory management extensions: FRWR, LOCAL_INV and Send With
+    /// Invalidate (RFC 8797 Section 3.2 makes remote invalidation depend on
+    /// it). False for every device while the `test_no_mem_mgt_ext` parameter
+    /// is set.
+    pub(crate) mem_mgt_ext: bool,
+    /// Pages one FRWR registration may cover.
+    pub(crate) max_fast_reg_pages: u32,
+}
+
 /// Receives the events of the ids it is attached to. CM events come with the
 /// id's CM handler lock held, in process context (it may sleep). Receives come
 /// from a work item, one at a time per QP, in order (it may sleep, for
 /// instance in an RDMA Read); Send completions from the CQ's workqueue.
 ///
 /// `recv` and `send_done` must not drop the [`CmId`] of their QP (its teardown
-/// waits for them); they may disconnect it. Nor may a thread that holds one of
-/// the id's chunks (see [`Chunk`](super::chunk::Chunk)).
+/// waits for them); they may disconnect it.
 pub(crate) trait CmHandler: Send + Sync {
     /// An event on an id this handler owns.
-    fn event(&self, id: &CmIdRef<'_>, ev: &Event<'_>);
+    fn event(&self, id: &HandlerId<'_>, ev: &Event<'_>);
 
     /// A CONNECT_REQUEST on a listener this handler owns. Not accepting (not calling
     /// [`ConnectRequest::accept`]) rejects the request.
@@ -213,23 +219,58 @@ pub(crate) trait CmHandler: Send + Sync {
 
     /// A Receive completed (successfully, or flushed or failed: see `wc.status`).
     /// The buffer is reposted after this returns. May sleep.
-    fn recv(&self, _id: &CmIdRef<'_>, _wc: &Completion<'_>) {}
+    fn recv(&self, _qp: &Qp, _wc: &Completion<'_>) {}
 
     /// A Send completed; its buffer is free again.
-    fn send_done(&self, _id: &CmIdRef<'_>, _wc: &Completion<'_>) {}
+    fn send_done(&self, _qp: &Qp, _wc: &Completion<'_>) {}
 }
 
 /// Per-id context; the C `id->context` points at it.
+#[pin_data(PinnedDrop)]
 struct Ctx {
     handler: Arc<dyn CmHandler>,
     id: AtomicPtr<rdma_cm_id>,
     qp: AtomicPtr<rpcrdma_cm_qp>,
     /// The task running this id's handler, 0 when none.
     in_handler: AtomicUsize,
-    /// Set once the owner destroys the id: events are ignored from then on.
+    /// Set once the owner gave the id up: events are ignored from then on.
     dead: AtomicBool,
-    /// Set when the CmId was dropped inside its own handler.
-    destroy_from_handler: AtomicBool,
+    /// Deferred teardown, when the owner dropped the id inside its handler.
+    #[pin]
+    reap: Work<Ctx>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Ctx { self.reap }
+}
+
+impl WorkItem for Ctx {
+    type Pointer = Pin<KBox<Ctx>>;
+
+    fn run(this: Pin<KBox<Ctx>>) {
+        let id = this.id.load(Ordering::Acquire);
+        // SAFETY: the id is live (destroyed below, by us alone). Taking and
+        // releasing its handler lock waits for the handler that queued us to
+        // return (the CM holds the lock across the whole callback, our
+        // trampoline's last access to the context included).
+        unsafe {
+            rdma_lock_handler(id);
+            rdma_unlock_handler(id);
+        }
+        this.destroy_qp();
+        // SAFETY: our id, destroyed exactly once; `dead` is set, so handlers
+        // running until rdma_destroy_id() returns touch nothing but the flag.
+        unsafe { rdma_destroy_id(id) };
+        // Dropping `this` frees the context.
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Ctx {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: a plain C function; paired with the get in Ctx::new.
+        unsafe { rpcrdma_cm_live_put() };
+    }
 }
 
 /// Identifies the running task (its address), to recognise "inside my handler".
@@ -239,45 +280,84 @@ fn current_task() -> usize {
 }
 
 impl Ctx {
+    /// A new context, counted among the live ones until freed.
     fn new(handler: Arc<dyn CmHandler>) -> Result<*mut Ctx> {
-        let ctx = KBox::new(
-            Ctx {
+        // The queue must exist: a context may need it for its teardown.
+        workqueue::queue().ok_or(ENODEV)?;
+        let ctx = KBox::pin_init(
+            pin_init!(Ctx {
                 handler,
                 id: AtomicPtr::new(ptr::null_mut()),
                 qp: AtomicPtr::new(ptr::null_mut()),
                 in_handler: AtomicUsize::new(0),
                 dead: AtomicBool::new(false),
-                destroy_from_handler: AtomicBool::new(false),
-            },
+                reap <- new_work!("rpcrdma_cm_reap"),
+            }),
             GFP_KERNEL,
         )?;
-        Ok(KBox::into_raw(ctx))
+        // SAFETY: a plain C function; the put is in PinnedDrop, which runs
+        // for this context however it is freed.
+        unsafe { rpcrdma_cm_live_get() };
+        // SAFETY: the context is never moved out of its box: it is turned back
+        // into a `Pin<KBox<Ctx>>` (from_raw) to be freed or queued.
+        Ok(KBox::into_raw(unsafe { Pin::into_inner_unchecked(ctx) }))
     }
 
-    /// Drains and frees the QP with its buffers, CQ and PD, if there is one.
-    /// Callers hold the handler lock (or are the handler), so this never races
-    /// with `create_qp`; they are not completion handlers (see [`CmHandler`]).
+    /// Frees a context made by `new`.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` came from `Ctx::new`, is not queued, and nothing refers to it any
+    /// more (its id is destroyed, or about to be by the CM with no handler
+    /// call left).
+    unsafe fn free(ctx: *mut Ctx) {
+        // SAFETY: see above; the box was pinned when made.
+        drop(unsafe { Pin::new_unchecked(KBox::from_raw(ctx)) });
+    }
+
+    /// Drains and frees the QP with its buffers and CQ, and (once the last
+    /// handle is gone) its PD, if there is one. Callers are not completion
+    /// handlers nor the id's handler, and no handler can create a QP
+    /// meanwhile (`dead` is set).
     fn destroy_qp(&self) {
         let qp = self.qp.swap(ptr::null_mut(), Ordering::AcqRel);
         if !qp.is_null() {
             // SAFETY: `qp` came from rpcrdma_cm_create_qp() on our live id and was
             // swapped out, so it is freed exactly once. After the drain no
-            // completion refers to it (helpers.c).
+            // completion refers to it (qp.c).
             unsafe { rpcrdma_cm_destroy_qp(qp) };
         }
     }
+
+    fn qp(&self) -> Option<Qp> {
+        let qp = self.qp.load(Ordering::Acquire);
+        // SAFETY: a non-null QP is live until `destroy_qp`, which only the
+        // owner's drop or the deferred teardown runs; callers hold a borrow of
+        // the owner (`&CmId`, or a handler's `HandlerId`, which runs before
+        // the teardown can start). The borrowed handle becomes an owned one.
+        let borrowed = unsafe { Qp::borrowed(qp) }?;
+        // SAFETY: as above, the QP is live while we take a reference.
+        unsafe { rpcrdma_cm_qp_get(qp) };
+        Some(ManuallyDrop::into_inner(borrowed))
+    }
 }
 
-/// An id the module owns. Dropping it destroys the id and its QP (see the module
+/// An id the module owns. Dropping it tears the id down (see the module
 /// documentation for how that works inside a handler).
 pub(crate) struct CmId {
     ctx: *mut Ctx,
 }
 
-// SAFETY: the id and its context may be used and destroyed from any thread; all
-// mutable state in `Ctx` is atomic, and the handler is `Send + Sync`.
+// SAFETY: the id and its context may be used and destroyed from any thread: the
+// context's mutable state is atomic, the handler is `Send + Sync`, and the RDMA
+// CM functions used (rdma_disconnect, rdma_resolve_addr, rdma_listen, and the
+// locked destroy in Drop) may be called from any process context.
 unsafe impl Send for CmId {}
-// SAFETY: `&CmId` only allows the `CmIdRef` operations, which the CM serialises.
+// SAFETY: `&CmId` allows `listen` and `resolve_addr`, which the owner calls
+// once before any event can arrive, and `qp`, which loads the pointer
+// atomically and takes a counted reference; the QP cannot be freed during that
+// call because only the owner's drop (which needs the `CmId` by value) or the
+// deferred teardown (queued by that drop) frees it.
 unsafe impl Sync for CmId {}
 
 /// Where a CM id connects or listens.
@@ -308,8 +388,8 @@ impl CmId {
         // SAFETY: `ctx` is a valid context pointer that outlives the id (freed only
         // after the id is destroyed, see Drop); `id` is a valid out pointer.
         if let Err(e) = to_result(unsafe { rpcrdma_cm_create_id(ctx.cast(), &mut id) }) {
-            // SAFETY: `ctx` came from KBox::into_raw above and no id refers to it.
-            drop(unsafe { KBox::from_raw(ctx) });
+            // SAFETY: from Ctx::new, not queued, and no id refers to it.
+            unsafe { Ctx::free(ctx) };
             return Err(e);
         }
         // SAFETY: `ctx` is valid (just allocated, owned by us).
@@ -322,9 +402,8 @@ impl CmId {
         unsafe { &*self.ctx }
     }
 
-    /// Borrows the id for the operations shared with handlers.
-    pub(crate) fn as_ref(&self) -> CmIdRef<'_> {
-        CmIdRef { ctx: self.ctx() }
+    fn raw(&self) -> *mut rdma_cm_id {
+        self.ctx().id.load(Ordering::Acquire)
     }
 
     /// Binds to `ep` and listens (`rdma_bind_addr()`, `rdma_listen()`).
@@ -332,13 +411,7 @@ impl CmId {
         let (family, addr) = ep.c_addr();
         // SAFETY: our live id; `addr` holds 16 octets, of which C reads 4 or 16.
         to_result(unsafe {
-            rpcrdma_cm_bind_listen(
-                self.ctx().id.load(Ordering::Acquire),
-                family,
-                addr.as_ptr(),
-                ep.port,
-                backlog,
-            )
+            rpcrdma_cm_bind_listen(self.raw(), family, addr.as_ptr(), ep.port, backlog)
         })
     }
 
@@ -348,14 +421,13 @@ impl CmId {
         let (family, addr) = ep.c_addr();
         // SAFETY: as in `listen`.
         to_result(unsafe {
-            rpcrdma_cm_resolve_addr(
-                self.ctx().id.load(Ordering::Acquire),
-                family,
-                addr.as_ptr(),
-                ep.port,
-                timeout_ms,
-            )
+            rpcrdma_cm_resolve_addr(self.raw(), family, addr.as_ptr(), ep.port, timeout_ms)
         })
+    }
+
+    /// A handle on the QP, if one was created.
+    pub(crate) fn qp(&self) -> Option<Qp> {
+        self.ctx().qp()
     }
 }
 
@@ -364,31 +436,43 @@ impl Drop for CmId {
         let ctx = self.ctx();
         let id = ctx.id.load(Ordering::Acquire);
         if ctx.in_handler.load(Ordering::Relaxed) == current_task() {
-            // Inside this id's own handler: the trampoline returns non-zero so the
-            // CM destroys the id, then frees the context.
-            ctx.destroy_qp();
+            // Inside this id's own handler (the CM holds its lock): no more
+            // events for the handler, and the teardown runs on the module's
+            // workqueue once the handler has returned.
             ctx.dead.store(true, Ordering::Relaxed);
-            ctx.destroy_from_handler.store(true, Ordering::Release);
+            // SAFETY: from Ctx::new, pinned when made, not queued before (a
+            // CmId is dropped once); the work item owns it from here.
+            let boxed = unsafe { Pin::new_unchecked(KBox::from_raw(self.ctx)) };
+            match workqueue::queue() {
+                Some(q) => q.enqueue(boxed),
+                // Ctx::new checked that the queue exists, and the queue is
+                // destroyed only once no context is left: unreachable.
+                None => {
+                    pr_err!("cannot defer the teardown of an id: leaking it\n");
+                    core::mem::forget(boxed);
+                }
+            }
             return;
         }
         // SAFETY: `id` is our live id and we are not inside its handler, so taking
-        // the handler lock cannot deadlock on ourselves.
+        // the handler lock cannot deadlock on ourselves. Once `dead` is set
+        // under it, no handler touches the QP any more.
         unsafe { rdma_lock_handler(id) };
         ctx.dead.store(true, Ordering::Relaxed);
-        ctx.destroy_qp();
         // SAFETY: locked just above.
         unsafe { rdma_unlock_handler(id) };
+        ctx.destroy_qp();
         // SAFETY: our id, destroyed exactly once (a handler seeing `dead` never asks
         // the CM to destroy it). rdma_destroy_id() waits for running handlers.
         unsafe { rdma_destroy_id(id) };
-        // SAFETY: no id refers to the context any more; it came from
-        // KBox::into_raw in Ctx::new.
-        drop(unsafe { KBox::from_raw(self.ctx) });
+        // SAFETY: no id refers to the context any more.
+        unsafe { Ctx::free(self.ctx) };
     }
 }
 
-/// The operations on an id that its owner and its handler share.
-pub(crate) struct CmIdRef<'a> {
+/// The id a handler is called for: what only its handler may do, while the CM
+/// holds the id's handler lock.
+pub(crate) struct HandlerId<'a> {
     ctx: &'a Ctx,
 }
 
@@ -406,7 +490,8 @@ fn c_str_bytes(b: &[u8]) -> &str {
 
 impl Names {
     /// Reads the names of `id`, which must be live (the callers' borrows ensure
-    /// it: an owner's or handler's `CmIdRef`, or a request during its event).
+    /// it: an owner's `CmId`, a handler's `HandlerId`, or a request during its
+    /// event).
     fn of(id: *mut rdma_cm_id) -> Names {
         let mut n = Names {
             local: [0; 64],
@@ -441,14 +526,56 @@ impl Names {
     }
 }
 
-impl CmIdRef<'_> {
+/// The peer's address of a live `id` (see [`Names::of`]).
+fn peer_of(id: *mut rdma_cm_id) -> Option<SocketAddr> {
+    let (mut a, mut port) = ([0u8; 16], 0u16);
+    // SAFETY: `id` is live; `a` holds the 16 octets C writes.
+    to_result(unsafe { rpcrdma_cm_id_peer(id, a.as_mut_ptr(), &mut port) }).ok()?;
+    let v6 = Ipv6Addr::from(a);
+    let ip = match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None => IpAddr::V6(v6),
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// What the device of a live `id` offers (see [`Names::of`]); `None` before
+/// the id has a device.
+fn caps_of(id: *mut rdma_cm_id) -> Option<DevCaps> {
+    let mut c = rpcrdma_cm_dev_caps::default();
+    // SAFETY: `id` is live; `c` is a valid out pointer.
+    to_result(unsafe { rpcrdma_cm_id_caps(id, &mut c) }).ok()?;
+    Some(DevCaps {
+        mem_mgt_ext: c.mem_mgt_ext,
+        max_fast_reg_pages: c.max_fast_reg_page_list_len,
+    })
+}
+
+/// Creates the QP of the id behind `ctx` (its handler runs, or it is being
+/// accepted in its CONNECT_REQUEST).
+fn create_qp(ctx: &Ctx, attr: &QpAttr) -> Result {
+    if !ctx.qp.load(Ordering::Relaxed).is_null() {
+        return Err(EEXIST);
+    }
+    let mut qp = ptr::null_mut();
+    let owner = ptr::from_ref(ctx).cast_mut().cast::<c_void>();
+    let a = attr.c();
+    // SAFETY: a live id whose handler lock is held (see the callers); `owner`
+    // is this id's context, which outlives the QP (destroy_qp runs before the
+    // context is freed); `a` and `qp` are valid for the call.
+    to_result(unsafe { rpcrdma_cm_create_qp(ctx.id.load(Ordering::Acquire), &a, owner, &mut qp) })?;
+    ctx.qp.store(qp, Ordering::Release);
+    Ok(())
+}
+
+impl HandlerId<'_> {
     fn raw(&self) -> *mut rdma_cm_id {
         self.ctx.id.load(Ordering::Acquire)
     }
 
     /// Starts route resolution (after ADDR_RESOLVED).
     pub(crate) fn resolve_route(&self, timeout_ms: usize) -> Result {
-        // SAFETY: a live id (the borrow of its owner or handler keeps it alive).
+        // SAFETY: a live id (its handler runs).
         to_result(unsafe { rdma_resolve_route(self.raw(), timeout_ms) })
     }
 
@@ -457,77 +584,23 @@ impl CmIdRef<'_> {
         Names::of(self.raw())
     }
 
-    /// Creates a PD, CQ and RC QP of `depth` work requests each way on the id's
-    /// device, `depth` Send buffers of `send_size` octets and `depth` Receive
-    /// buffers of `recv_size` octets, the Receives posted. Completions go to this
-    /// id's handler. Call from this id's handler (ROUTE_RESOLVED) or before
-    /// accepting.
-    pub(crate) fn create_qp(&self, depth: u32, send_size: u32, recv_size: u32) -> Result {
-        if !self.ctx.qp.load(Ordering::Relaxed).is_null() {
-            return Err(EEXIST);
-        }
-        let mut qp = ptr::null_mut();
-        let owner = ptr::from_ref(self.ctx).cast_mut().cast::<c_void>();
-        // SAFETY: a live id; `owner` is this id's context, which outlives the QP
-        // (destroy_qp runs before the context is freed); `qp` is an out pointer.
-        to_result(unsafe {
-            rpcrdma_cm_create_qp(self.raw(), depth, send_size, recv_size, owner, &mut qp)
-        })?;
-        self.ctx.qp.store(qp, Ordering::Release);
-        Ok(())
+    /// What the id's device offers, once it has one (after ADDR_RESOLVED).
+    pub(crate) fn caps(&self) -> Option<DevCaps> {
+        caps_of(self.raw())
     }
 
-    /// The QP, if one was created (for [`super::chunk::Chunk::new`]).
-    pub(crate) fn qp(&self) -> Option<*mut rpcrdma_cm_qp> {
-        let qp = self.ctx.qp.load(Ordering::Acquire);
-        (!qp.is_null()).then_some(qp)
-    }
-
-    /// Sends one message: `fill` writes it into a free Send buffer and returns
-    /// its length; with `invalidate`, the Send invalidates that rkey at the peer
-    /// (Send With Invalidate). Fails with `EBUSY` if no buffer is free,
-    /// `ENOTCONN` without a QP, `EMSGSIZE` if `fill` returns more than the buffer.
-    pub(crate) fn send(
-        &self,
-        invalidate: Option<u32>,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
-    ) -> Result {
-        let qp = self.ctx.qp.load(Ordering::Acquire);
-        if qp.is_null() {
-            return Err(enotconn());
-        }
-        let (mut addr, mut size) = (ptr::null_mut(), 0u32);
-        // SAFETY: `qp` is live: it is freed only by destroy_qp, which callers of
-        // this borrow (owner, CM handler, completion handler) cannot race with
-        // (see `CmHandler` and the drain in helpers.c).
-        let b = unsafe { rpcrdma_cm_send_get(qp, &mut addr, &mut size) };
-        if b.is_null() {
-            return Err(EBUSY);
-        }
-        // SAFETY: the buffer is ours until posted or aborted: `size` octets at
-        // `addr`, not referenced by any WR (it came off the free list).
-        let buf = unsafe { core::slice::from_raw_parts_mut(addr, size as usize) };
-        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| emsgsize())) {
-            Ok(n) => n,
-            Err(e) => {
-                // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted.
-                unsafe { rpcrdma_cm_send_abort(b) };
-                return Err(e);
-            }
-        };
-        let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
-        // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted; `buf` is
-        // not used after this point. C checks `len` against the buffer size.
-        to_result(unsafe { rpcrdma_cm_send_post(b, len, inv, rkey) })
+    /// Creates a PD, CQ and RC QP on the id's device with buffers as `attr`
+    /// says, the initial Receives posted. Completions go to this id's handler.
+    pub(crate) fn create_qp(&self, attr: &QpAttr) -> Result {
+        create_qp(self.ctx, attr)
     }
 
     /// Sends the connect request with `pdata` (at most 255 octets; empty sends
-    /// none). Call from this id's handler, on ROUTE_RESOLVED.
+    /// none), after ROUTE_RESOLVED.
     pub(crate) fn connect(&self, pdata: &[u8]) -> Result {
         let len = u8::try_from(pdata.len()).map_err(|_| EINVAL)?;
-        // SAFETY: a live id whose handler lock the caller holds (it is the
-        // handler); `pdata` is valid for `len` octets during the call, and the CM
-        // copies it.
+        // SAFETY: a live id whose handler lock is held (we are its handler);
+        // `pdata` is valid for `len` octets during the call, and the CM copies it.
         to_result(unsafe { rpcrdma_cm_connect_locked(self.raw(), pdata.as_ptr(), len) })
     }
 
@@ -547,14 +620,14 @@ pub(crate) struct ConnectRequest<'a> {
 
 impl ConnectRequest<'_> {
     /// Accepts the request: the new id gets its own context with `handler`, a QP
-    /// and buffers as [`CmIdRef::create_qp`] makes them, and `rdma_accept()` with
-    /// `pdata` and `ord` RDMA Reads in flight. On error the request is rejected
-    /// and the new id destroyed.
+    /// and buffers as `attr` says, and `rdma_accept()` with `pdata` and `ord`
+    /// RDMA Reads in flight. On error the request is rejected and the new id
+    /// destroyed by the CM.
     pub(crate) fn accept(
         &mut self,
         handler: Arc<dyn CmHandler>,
         pdata: &[u8],
-        (depth, send_size, recv_size): (u32, u32, u32),
+        attr: &QpAttr,
         ord: u8,
     ) -> Result<CmId> {
         if self.adopted.is_some() {
@@ -565,32 +638,49 @@ impl ConnectRequest<'_> {
         // SAFETY: `ctx` was just allocated and is owned here.
         let c = unsafe { &*ctx };
         c.id.store(self.id, Ordering::Release);
-        // We run inside the new id's handler (the CM holds its lock): a drop of the
-        // CmId during this call must take the in-handler path.
+        let accepted = create_qp(c, attr).and_then(|()| {
+            // SAFETY: the new id is live during CONNECT_REQUEST and its handler
+            // lock is held (we run its handler); `pdata` is valid for `len`
+            // octets.
+            to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) })
+        });
+        if let Err(e) = accepted {
+            c.destroy_qp();
+            // SAFETY: from Ctx::new, not queued; the id never pointed at it.
+            unsafe { Ctx::free(ctx) };
+            return Err(e);
+        }
+        // We run inside the new id's handler: a drop of the CmId during this
+        // event must take the deferred path.
         c.in_handler.store(current_task(), Ordering::Relaxed);
-        // SAFETY: the new id is live during CONNECT_REQUEST; `ctx` outlives it
-        // (freed only when the id is destroyed).
+        // SAFETY: the new id is live; `ctx` outlives it (freed only after the id
+        // is destroyed). No event reaches the new id before we return.
         unsafe { rpcrdma_cm_set_context(self.id, ctx.cast()) };
         self.adopted = Some(ctx);
-        let id = CmId { ctx };
-        id.as_ref().create_qp(depth, send_size, recv_size)?;
-        // SAFETY: the handler lock of the new id is held (we are its
-        // CONNECT_REQUEST handler); `pdata` is valid for `len` octets.
-        to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) })?;
-        Ok(id)
+        Ok(CmId { ctx })
     }
 
     /// The new id, for its names before accepting.
     pub(crate) fn names(&self) -> Names {
         Names::of(self.id)
     }
+
+    /// The requesting peer's address.
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        peer_of(self.id)
+    }
+
+    /// What the new id's device offers.
+    pub(crate) fn caps(&self) -> Option<DevCaps> {
+        caps_of(self.id)
+    }
 }
 
-fn completion<'a>(wc: &'a rpcrdma_cm_wc_info) -> Completion<'a> {
+fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
     let data = if wc.data.is_null() {
         &[][..]
     } else {
-        // SAFETY: helpers.c passes the received message, `len` octets, valid
+        // SAFETY: qp.c passes the received message, `len` octets, valid
         // until the callback returns (the buffer is reposted after it).
         unsafe { core::slice::from_raw_parts(wc.data, wc.len as usize) }
     };
@@ -601,32 +691,44 @@ fn completion<'a>(wc: &'a rpcrdma_cm_wc_info) -> Completion<'a> {
     }
 }
 
-/// Called by helpers.c for each Receive completion of a QP made by `create_qp`.
+/// Called by qp.c for each Receive completion of a QP made by `create_qp`.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_recv_rs(owner: *mut c_void, wc: *const rpcrdma_cm_wc_info) {
+extern "C" fn rpcrdma_cm_recv_rs(
+    owner: *mut c_void,
+    qp: *mut rpcrdma_cm_qp,
+    wc: *const rpcrdma_cm_wc_info,
+) {
     // SAFETY: `owner` is the `Ctx` passed to rpcrdma_cm_create_qp, alive until
-    // the QP is drained and freed (after this callback returns); `wc` points to
-    // a live completion for this call.
-    let (ctx, wc) = unsafe { (&*owner.cast::<Ctx>(), &*wc) };
-    ctx.handler.recv(&CmIdRef { ctx }, &completion(wc));
+    // the QP is drained and freed (after this callback returns), and so is
+    // `qp`; `wc` points to a live completion for this call.
+    let (ctx, wc, qp) = unsafe { (&*owner.cast::<Ctx>(), &*wc, Qp::borrowed(qp)) };
+    if let Some(qp) = qp {
+        ctx.handler.recv(&qp, &completion(wc));
+    }
 }
 
-/// Called by helpers.c for each Send completion of a QP made by `create_qp`.
+/// Called by qp.c for each Send completion of a QP made by `create_qp`.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_send_rs(owner: *mut c_void, wc: *const rpcrdma_cm_wc_info) {
+extern "C" fn rpcrdma_cm_send_rs(
+    owner: *mut c_void,
+    qp: *mut rpcrdma_cm_qp,
+    wc: *const rpcrdma_cm_wc_info,
+) {
     // SAFETY: as in rpcrdma_cm_recv_rs.
-    let (ctx, wc) = unsafe { (&*owner.cast::<Ctx>(), &*wc) };
-    ctx.handler.send_done(&CmIdRef { ctx }, &completion(wc));
+    let (ctx, wc, qp) = unsafe { (&*owner.cast::<Ctx>(), &*wc, Qp::borrowed(qp)) };
+    if let Some(qp) = qp {
+        ctx.handler.send_done(&qp, &completion(wc));
+    }
 }
 
-/// Called by helpers.c for every CM event; non-zero makes the CM destroy `id`.
+/// Called by cm.c for every CM event; non-zero makes the CM destroy `id`.
 #[no_mangle]
 extern "C" fn rpcrdma_cm_event_rs(
     id: *mut rdma_cm_id,
     context: *mut c_void,
     ev: *const rpcrdma_cm_event_info,
 ) -> c_int {
-    // SAFETY: helpers.c passes a pointer to a live event info for this call.
+    // SAFETY: cm.c passes a pointer to a live event info for this call.
     let ev = unsafe { &*ev };
     let private_data = if ev.private_data.is_null() {
         &[][..]
@@ -641,12 +743,11 @@ extern "C" fn rpcrdma_cm_event_rs(
         private_data,
         initiator_depth: ev.initiator_depth,
     };
-    let ctx_ptr = context.cast::<Ctx>();
     // Every id's context is a `Ctx` from Ctx::new: its own, or (for a
     // CONNECT_REQUEST) its listener's, which the CM copied.
     // SAFETY: a context is freed only after its id is destroyed, which waits for
-    // running handlers (a listener's, for its requests): `ctx_ptr` is valid here.
-    let ctx = unsafe { &*ctx_ptr };
+    // running handlers (a listener's, for its requests): the context is valid.
+    let ctx = unsafe { &*context.cast::<Ctx>() };
 
     if ctx.id.load(Ordering::Acquire) != id {
         // A new id on a listener.
@@ -664,17 +765,9 @@ extern "C" fn rpcrdma_cm_event_rs(
             unsafe { rpcrdma_cm_reject(id) };
             return 1;
         };
-        // SAFETY: set by ConnectRequest::accept; freed only by the paths below or
-        // by the CmId's Drop.
-        let new = unsafe { &*new_ctx };
-        new.in_handler.store(0, Ordering::Relaxed);
-        if new.destroy_from_handler.load(Ordering::Acquire) {
-            // The CmId was dropped (accept failed, or the handler dropped it).
-            // SAFETY: the id is about to be destroyed by the CM and nothing else
-            // refers to the context.
-            drop(unsafe { KBox::from_raw(new_ctx) });
-            return 1;
-        }
+        // SAFETY: set by ConnectRequest::accept; freed only by the new id's
+        // teardown, which cannot have run yet (it waits for this handler).
+        unsafe { &*new_ctx }.in_handler.store(0, Ordering::Relaxed);
         return 0;
     }
 
@@ -682,14 +775,7 @@ extern "C" fn rpcrdma_cm_event_rs(
         return 0;
     }
     ctx.in_handler.store(current_task(), Ordering::Relaxed);
-    ctx.handler.event(&CmIdRef { ctx }, &event);
+    ctx.handler.event(&HandlerId { ctx }, &event);
     ctx.in_handler.store(0, Ordering::Relaxed);
-    if ctx.destroy_from_handler.load(Ordering::Acquire) {
-        // SAFETY: the CmId owning this context was dropped inside the handler and
-        // left the context to us; returning 1 makes the CM destroy the id, after
-        // which no event can refer to the context.
-        drop(unsafe { KBox::from_raw(ctx_ptr) });
-        return 1;
-    }
     0
 }

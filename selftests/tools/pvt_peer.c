@@ -24,6 +24,14 @@
  *                                   "sent len=N" or "connection lost" for
  *                                   each message sent
  *
+ *   pvt_peer flood ADDR PORT HEX N SECONDS [SRC]
+ *                                   open N connections one after the other
+ *                                   (from SRC if given), each with HEX as
+ *                                   private data; print "flood established=E
+ *                                   rejected=R failed=F", hold the
+ *                                   established ones SECONDS seconds, then
+ *                                   disconnect them all
+ *
  * REPLY is "-" (send nothing) or messages joined by '+', sent in order. Each
  * message is hex, where "XXXXXXXX" stands for the call's XID and "HHHHHHHH"
  * for H, with optional prefixes: "inv:" sends it with Send With Invalidate of
@@ -336,6 +344,82 @@ static int talk(struct rdma_cm_id *id, char **msgs, int n)
 	return 0;
 }
 
+/* Resolves and connects a new id on @ch; the event that ends it in *@ev. */
+static int flood_one(struct rdma_event_channel *ch, struct addrinfo *dst,
+		     struct addrinfo *src, struct rdma_conn_param *param,
+		     struct rdma_cm_id **out)
+{
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int established;
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+		return -1;
+	*out = id;
+	if (rdma_resolve_addr(id, src ? src->ai_addr : NULL, dst->ai_addr, 5000))
+		return -1;
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	if (rdma_resolve_route(id, 5000))
+		return -1;
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	if (qp(id) || rdma_connect(id, param))
+		return -1;
+	if (rdma_get_cm_event(ch, &ev))
+		return -1;
+	established = ev->event == RDMA_CM_EVENT_ESTABLISHED;
+	if (!established && ev->event != RDMA_CM_EVENT_REJECTED)
+		fprintf(stderr, "flood: %s (status %d)\n", rdma_event_str(ev->event),
+			ev->status);
+	rdma_ack_cm_event(ev);
+	return established ? 1 : ev->event == RDMA_CM_EVENT_REJECTED ? 0 : -1;
+}
+
+/* The "flood" mode (see the usage text). */
+static int flood(struct addrinfo *dst, const char *src_name, int n, int hold,
+		 struct rdma_conn_param *param)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct addrinfo *src = NULL;
+	struct rdma_cm_id **ids;
+	int i, est = 0, rej = 0, failed = 0;
+
+	if (!ch || n < 1 || !(ids = calloc(n, sizeof(*ids)))) {
+		perror("flood");
+		return 2;
+	}
+	if (src_name && getaddrinfo(src_name, NULL, NULL, &src)) {
+		fprintf(stderr, "bad source address\n");
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		switch (flood_one(ch, dst, src, param, &ids[i])) {
+		case 1:
+			est++;
+			continue;
+		case 0:
+			rej++;
+			break;
+		default:
+			failed++;
+			break;
+		}
+		/* Not established: give its QP and id back at once. */
+		if (ids[i]) {
+			if (ids[i]->qp)
+				rdma_destroy_qp(ids[i]);
+			rdma_destroy_id(ids[i]);
+			ids[i] = NULL;
+		}
+	}
+	printf("flood established=%d rejected=%d failed=%d\n", est, rej, failed);
+	fflush(stdout);
+	sleep(hold);
+	for (i = 0; i < n; i++)
+		if (ids[i])
+			rdma_disconnect(ids[i]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rdma_conn_param param = { .responder_resources = 1,
@@ -347,9 +431,20 @@ int main(int argc, char **argv)
 	struct addrinfo *ai;
 	int server, len;
 
+	if (argc >= 7 && argc <= 8 && !strcmp(argv[1], "flood")) {
+		len = parse_hex(argv[4], pdata, 56);
+		if (len < 0 || getaddrinfo(argv[2], argv[3], NULL, &ai)) {
+			fprintf(stderr, "bad HEX or address\n");
+			return 1;
+		}
+		param.private_data = len ? pdata : NULL;
+		param.private_data_len = len;
+		return flood(ai, argc == 8 ? argv[7] : NULL, atoi(argv[5]), atoi(argv[6]),
+			     &param);
+	}
 	if (argc < 5 || (strcmp(argv[1], "client") && strcmp(argv[1], "server")) ||
 	    (argc > 6 && strcmp(argv[1], "client") && strcmp(argv[5], "reply"))) {
-		fprintf(stderr, "usage: %s client|server ADDR PORT HEX [MSG...]\n", argv[0]);
+		fprintf(stderr, "usage: %s client|server|flood ADDR PORT HEX ...\n", argv[0]);
 		return 1;
 	}
 	server = !strcmp(argv[1], "server");

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rpcrdma_cm: chunk memory (rust/sys/chunk.rs). A requester registers a chunk
+ * with FRWR for its peer to read or write; a responder moves data between a
+ * chunk and the peer's memory with RDMA Read or Write (rdma_rw).
+ */
+
+#include <linux/highmem.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+#include <rdma/rw.h>
+
+#include "qp.h"
+#include "rpcrdma_cm_sys.h"
+
+/*
+ * Memory for one RPC-over-RDMA chunk or segment: pages, described by a
+ * scatterlist whose lengths add up to exactly @len. A requester registers it
+ * with FRWR (rpcrdma_cm_chunk_register) so the peer can read or write it; a
+ * responder moves data between it and the peer's memory with RDMA Read or
+ * Write (rpcrdma_cm_chunk_rdma). The chunk holds a reference on its QP, so it
+ * may outlive the connection: it is then simply freed.
+ */
+struct rpcrdma_cm_chunk {
+	struct rpcrdma_cm_qp *qp;
+	struct page **pages;
+	struct scatterlist *sgl;
+	u32 npages;
+	u32 len;
+	/* FRWR */
+	struct ib_mr *mr;
+	int nents;		/* ib_dma_map_sg() result; 0 when not mapped */
+	struct ib_cqe reg_cqe, inv_cqe;
+	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
+	int mr_status;		/* first failed completion, else 0 */
+	/* RDMA Read / Write */
+	struct ib_cqe rw_cqe;
+	struct completion rw_done;
+	int rw_status;
+};
+
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
+{
+	struct rpcrdma_cm_chunk *c;
+	u32 i, npages = DIV_ROUND_UP(len, PAGE_SIZE);
+
+	if (!len || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
+		return NULL;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NULL;
+	c->pages = kcalloc(npages, sizeof(*c->pages), GFP_KERNEL);
+	c->sgl = kcalloc(npages, sizeof(*c->sgl), GFP_KERNEL);
+	if (!c->pages || !c->sgl)
+		goto fail;
+	sg_init_table(c->sgl, npages);
+	for (i = 0; i < npages; i++) {
+		c->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!c->pages[i])
+			goto fail;
+		sg_set_page(&c->sgl[i], c->pages[i],
+			    min_t(u32, PAGE_SIZE, len - i * PAGE_SIZE), 0);
+	}
+	c->npages = npages;
+	c->len = len;
+	atomic_set(&c->inflight, 0);
+	init_completion(&c->rw_done);
+	rpcrdma_cm_qp_get(qp);
+	c->qp = qp;
+	return c;
+
+fail:
+	if (c->pages)
+		for (i = 0; i < npages && c->pages[i]; i++)
+			__free_page(c->pages[i]);
+	kfree(c->pages);
+	kfree(c->sgl);
+	kfree(c);
+	return NULL;
+}
+
+/* ib_verbs.h has no ib_dma_sync_sg_*(); what they would do. */
+static void rpcrdma_cm_sync_sg(struct ib_device *dev, struct scatterlist *sgl,
+			       int nents, bool for_cpu)
+{
+	if (ib_uses_virt_dma(dev))
+		return;
+	if (for_cpu)
+		dma_sync_sg_for_cpu(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+	else
+		dma_sync_sg_for_device(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+}
+
+/* Copies @n octets between @buf and the chunk at @off (into it if @in). */
+int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
+			  bool in)
+{
+	struct ib_device *dev = c->qp->pd->device;
+
+	if (off > c->len || n > c->len - off)
+		return -EINVAL;
+	if (c->nents && !in)
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, true);
+	while (n) {
+		u32 pg = off / PAGE_SIZE, po = off % PAGE_SIZE;
+		u32 k = min_t(u32, n, PAGE_SIZE - po);
+		u8 *p = kmap_local_page(c->pages[pg]);
+
+		if (in)
+			memcpy(p + po, buf, k);
+		else
+			memcpy(buf, p + po, k);
+		kunmap_local(p);
+		buf += k;
+		off += k;
+		n -= k;
+	}
+	if (c->nents && in)
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, false);
+	return 0;
+}
+
+static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+
+	if (wc->status != IB_WC_SUCCESS && !c->mr_status)
+		c->mr_status = wc->status;
+	/* @c may be freed once inflight is 0; @qp stays (see destroy_qp). */
+	if (atomic_dec_and_test(&c->inflight))
+		wake_up_all(&qp->wq);
+}
+
+static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, reg_cqe));
+}
+
+static void rpcrdma_cm_inv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, inv_cqe));
+}
+
+/*
+ * Registers the chunk with FRWR (IB_WR_REG_MR, posted before whatever Send
+ * announces it, so the QP's ordering makes it valid in time), for the peer to
+ * read (@remote_write false) or write. Returns the rkey and the address the
+ * peer uses. A chunk is registered at most once.
+ */
+int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
+			      u32 *rkey, u64 *iova)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct ib_device *dev = qp->pd->device;
+	struct ib_reg_wr reg = {};
+	struct ib_mr *mr;
+	int ret, n;
+
+	if (c->mr)
+		return -EBUSY;
+	if (c->npages > dev->attrs.max_fast_reg_page_list_len)
+		return -EMSGSIZE;
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	mr = ib_alloc_mr(qp->pd, IB_MR_TYPE_MEM_REG, c->npages);
+	if (IS_ERR(mr)) {
+		ret = PTR_ERR(mr);
+		goto out;
+	}
+	c->mr = mr;
+	c->nents = ib_dma_map_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+	if (!c->nents) {
+		ret = -EIO;
+		goto out;
+	}
+	n = ib_map_mr_sg(mr, c->sgl, c->nents, NULL, PAGE_SIZE);
+	if (n != c->nents) {
+		ret = n < 0 ? n : -EIO;
+		goto out;
+	}
+	c->reg_cqe.done = rpcrdma_cm_reg_done;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.wr_cqe = &c->reg_cqe;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE |
+		     (remote_write ? IB_ACCESS_REMOTE_WRITE : IB_ACCESS_REMOTE_READ);
+	atomic_inc(&c->inflight);
+	ret = rpcrdma_cm_post_send(qp, &reg.wr);
+	if (ret) {
+		atomic_dec(&c->inflight);
+		goto out;
+	}
+	*rkey = mr->rkey;
+	*iova = mr->iova;
+out:
+	rpcrdma_cm_qp_leave(qp);
+	return ret;
+}
+
+/*
+ * Releases a chunk: invalidates its registration with LOCAL_INV unless
+ * @remotely_invalidated (the peer did it with Send With Invalidate) or the QP
+ * is gone, waits for its REG_MR / LOCAL_INV completions, and frees it. Returns
+ * 1 if a LOCAL_INV was posted, else 0.
+ */
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct ib_device *dev = qp->pd->device;
+	int posted = 0;
+	u32 i;
+
+	if (c->mr && c->nents && !remotely_invalidated && !rpcrdma_cm_qp_enter(qp)) {
+		struct ib_send_wr inv = {
+			.opcode = IB_WR_LOCAL_INV,
+			.wr_cqe = &c->inv_cqe,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.invalidate_rkey = c->mr->rkey,
+		};
+
+		c->inv_cqe.done = rpcrdma_cm_inv_done;
+		atomic_inc(&c->inflight);
+		if (rpcrdma_cm_post_send(qp, &inv))
+			atomic_dec(&c->inflight);
+		else
+			posted = 1;
+		rpcrdma_cm_qp_leave(qp);
+	}
+	/* Completes: a live QP finishes the WRs, a closing one flushes them. */
+	wait_event(qp->wq, atomic_read(&c->inflight) == 0);
+	/*
+	 * Deregister before unmapping, always: without a LOCAL_INV (the QP was
+	 * closing) the rkey may still be valid on a QP that is not yet in the
+	 * error state, and a peer writing through it must find no mapping
+	 * behind it, never one to memory that is about to be reused.
+	 */
+	if (c->mr)
+		ib_dereg_mr(c->mr);
+	if (c->nents)
+		ib_dma_unmap_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+	for (i = 0; i < c->npages; i++)
+		__free_page(c->pages[i]);
+	kfree(c->pages);
+	kfree(c->sgl);
+	kfree(c);
+	rpcrdma_cm_qp_put(qp);
+	return posted;
+}
+
+static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_chunk *c = container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, rw_cqe);
+
+	c->rw_status = wc->status;
+	complete(&c->rw_done);
+}
+
+/*
+ * Moves the whole chunk from (RDMA Read) or to (@write: RDMA Write) the peer's
+ * memory at @addr/@rkey, and waits for it; returns the number of WRs it took.
+ * Not from a completion callback.
+ * One chain at a time per QP (@rw_lock), never longer than the room the QP
+ * keeps for it (@rw_wrs): a chain that did not fit would be posted in part,
+ * and the posted part would go on touching the chunk after an error return.
+ */
+int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
+{
+	enum dma_data_direction dir = write ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+	struct rpcrdma_cm_qp *qp = c->qp;
+	struct rdma_rw_ctx ctx;
+	unsigned long flags;
+	int ret, nwrs;
+
+	if (c->mr)
+		return -EBUSY;
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	mutex_lock(&qp->rw_lock);
+	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages,
+			       0, addr, rkey, dir);
+	if (ret < 0)
+		goto out;
+	nwrs = ret;
+	if (nwrs > qp->rw_wrs) {
+		ret = -EMSGSIZE;
+		goto destroy;
+	}
+	reinit_completion(&c->rw_done);
+	c->rw_cqe.done = rpcrdma_cm_rw_done;
+	spin_lock_irqsave(&qp->lock, flags);
+	ret = qp->closed ? -ENOTCONN :
+		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &c->rw_cqe, NULL);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!ret) {
+		wait_for_completion(&c->rw_done);
+		ret = c->rw_status == IB_WC_SUCCESS ? nwrs : -EIO;
+	}
+destroy:
+	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages, dir);
+out:
+	mutex_unlock(&qp->rw_lock);
+	rpcrdma_cm_qp_leave(qp);
+	return ret;
+}

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rpcrdma_cm: debugfs files whose text Rust writes (rust/sys/debugfs.rs). C
+ * provides the file_operations table, single_open() plumbing and the copy of
+ * written text from user space.
+ */
+
+#include <linux/debugfs.h>
+#include <linux/err.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+
+#include "rpcrdma_cm_sys.h"
+
+static int rpcrdma_cm_seq_show(struct seq_file *m, void *v)
+{
+	return rpcrdma_cm_debugfs_show(m, m->private);
+}
+
+static int rpcrdma_cm_seq_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, rpcrdma_cm_seq_show, inode->i_private);
+}
+
+static const struct file_operations rpcrdma_cm_seq_fops = {
+	.owner = THIS_MODULE,
+	.open = rpcrdma_cm_seq_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+int rpcrdma_cm_debugfs_create_dir(const char *name, struct dentry *parent,
+				  struct dentry **out)
+{
+	struct dentry *d = debugfs_create_dir(name, parent);
+
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	*out = d;
+	return 0;
+}
+
+/*
+ * A writable debugfs file: each write() hands the written text (at most
+ * RPCRDMA_CM_WRITE_MAX octets, NUL-terminated, in kernel memory) to
+ * rpcrdma_cm_debugfs_write(), whose result is the write()'s error.
+ */
+#define RPCRDMA_CM_WRITE_MAX 256
+
+static ssize_t rpcrdma_cm_seq_write(struct file *file, const char __user *ubuf,
+				    size_t len, loff_t *ppos)
+{
+	struct seq_file *m = file->private_data;
+	char *buf;
+	int ret;
+
+	if (len > RPCRDMA_CM_WRITE_MAX)
+		return -E2BIG;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = rpcrdma_cm_debugfs_write(m->private, buf, len);
+	kfree(buf);
+	return ret ? ret : len;
+}
+
+static const struct file_operations rpcrdma_cm_rw_fops = {
+	.owner = THIS_MODULE,
+	.open = rpcrdma_cm_seq_open,
+	.read = seq_read,
+	.write = rpcrdma_cm_seq_write,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+/*
+ * A file whose content rpcrdma_cm_debugfs_show() produces on each open; if
+ * @writable (mode 0644, else 0444), writes go to rpcrdma_cm_debugfs_write().
+ * debugfs_remove() of the file (or of a parent) waits for callers still inside
+ * those functions, so @private must stay valid until it returns.
+ */
+int rpcrdma_cm_debugfs_create_file(const char *name, bool writable,
+				   struct dentry *parent, void *private,
+				   struct dentry **out)
+{
+	struct dentry *d;
+
+	d = debugfs_create_file(name, writable ? 0644 : 0444, parent, private,
+				writable ? &rpcrdma_cm_rw_fops : &rpcrdma_cm_seq_fops);
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	*out = d;
+	return 0;
+}
+

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rpcrdma_cm: module parameters (module_param*() are macros that emit section
+ * entries, which Rust on 6.12 cannot). rust/sys/param.rs reads them.
+ *
+ * Values are checked by the protocol core's rules (rust/proto/config.rs, via
+ * rust/sys/param.rs) or by the ranges below, and refused with a message, never
+ * rounded or clamped. Everything but listen and selftest may change at run
+ * time: each new connection uses the values current when it starts (RFC 8797:
+ * settings may change on reconnect).
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/string.h>
+
+#include "rpcrdma_cm_sys.h"
+
+static bool selftest;
+module_param(selftest, bool, 0444);
+MODULE_PARM_DESC(selftest,
+		 "Run the protocol core's test vectors at load and refuse to load if one fails (default: N)");
+
+static unsigned int send_size = 4096;
+static unsigned int recv_size = 4096;
+
+/* The value as written, for messages: up to its first newline. */
+#define PARAM_TEXT(val) (val) ? (int)strcspn((val), "\n") : 0, (val) ? (val) : ""
+
+static int rpcrdma_cm_set_size(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+
+	if (!val || kstrtouint(val, 0, &v) || !rpcrdma_cm_size_param_ok(v)) {
+		pr_err("%s=%.*s refused: must be a multiple of 1024 from 1024 to 262144\n",
+		       kp->name, PARAM_TEXT(val));
+		return -EINVAL;
+	}
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static const struct kernel_param_ops rpcrdma_cm_size_ops = {
+	.set = rpcrdma_cm_set_size,
+	.get = param_get_uint,
+};
+
+module_param_cb(send_size, &rpcrdma_cm_size_ops, &send_size, 0644);
+MODULE_PARM_DESC(send_size,
+		 "Largest inline message we send, advertised in our private data (bytes, multiple of 1024, 1024-262144; default 4096)");
+module_param_cb(recv_size, &rpcrdma_cm_size_ops, &recv_size, 0644);
+MODULE_PARM_DESC(recv_size,
+		 "Largest inline message we receive, advertised in our private data (bytes, multiple of 1024, 1024-262144; default 4096)");
+
+static bool remote_invalidate = true;
+module_param(remote_invalidate, bool, 0644);
+MODULE_PARM_DESC(remote_invalidate,
+		 "Set R (we support remote invalidation) in our private data when the device supports it (default: Y)");
+
+static bool legacy;
+module_param(legacy, bool, 0644);
+MODULE_PARM_DESC(legacy,
+		 "Send no private data at all, like a pre-RFC 8797 peer (default: N)");
+
+static char *listen;
+
+static int rpcrdma_cm_set_listen(const char *val, const struct kernel_param *kp)
+{
+	if (!val || !rpcrdma_cm_listen_param_ok(val)) {
+		pr_err("listen=%.*s refused: expected ADDR:PORT[,ADDR:PORT...] (at most 8, each once; IPv4 a.b.c.d:port or IPv6 [addr]:port)\n",
+		       PARAM_TEXT(val));
+		return -EINVAL;
+	}
+	return param_set_charp(val, kp);
+}
+
+static const struct kernel_param_ops rpcrdma_cm_listen_ops = {
+	.set = rpcrdma_cm_set_listen,
+	.get = param_get_charp,
+	.free = param_free_charp,
+};
+
+module_param_cb(listen, &rpcrdma_cm_listen_ops, &listen, 0444);
+MODULE_PARM_DESC(listen,
+		 "Server role: listen on these ADDR:PORT endpoints, comma-separated (default: none)");
+
+/*
+ * An unsigned parameter with a range: @kp->arg points at a struct
+ * rpcrdma_cm_uint_param whose first member is the value.
+ */
+struct rpcrdma_cm_uint_param {
+	unsigned int value;
+	unsigned int min, max;
+};
+
+static int rpcrdma_cm_set_uint(const char *val, const struct kernel_param *kp)
+{
+	struct rpcrdma_cm_uint_param *p = kp->arg;
+	unsigned int v;
+
+	if (!val || kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
+		pr_err("%s=%.*s refused: must be an integer from %u to %u\n",
+		       kp->name, PARAM_TEXT(val), p->min, p->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(p->value, v);
+	return 0;
+}
+
+static int rpcrdma_cm_get_uint(char *buf, const struct kernel_param *kp)
+{
+	const struct rpcrdma_cm_uint_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(p->value));
+}
+
+static const struct kernel_param_ops rpcrdma_cm_uint_ops = {
+	.set = rpcrdma_cm_set_uint,
+	.get = rpcrdma_cm_get_uint,
+};
+
+#define RPCRDMA_CM_UINT_PARAM(name, def, lo, hi, desc)				\
+	static struct rpcrdma_cm_uint_param name = {				\
+		.value = (def), .min = (lo), .max = (hi) };			\
+	module_param_cb(name, &rpcrdma_cm_uint_ops, &name, 0644);		\
+	MODULE_PARM_DESC(name, desc)
+
+RPCRDMA_CM_UINT_PARAM(max_connections, 256, 1, 65535,
+		      "Server role: connections accepted at most, all peers together; more are rejected (1-65535; default 256)");
+RPCRDMA_CM_UINT_PARAM(max_connections_per_peer, 32, 1, 65535,
+		      "Server role: connections accepted at most from one peer address; more are rejected (1-65535; default 32)");
+RPCRDMA_CM_UINT_PARAM(idle_timeout, 360, 0, 86400,
+		      "Server role: close a connection that carried nothing for this many seconds (0: never; default 360, as nfsd)");
+RPCRDMA_CM_UINT_PARAM(test_teardown_delay_ms, 0, 0, 60000,
+		      "Selftests only: sleep this long in a CM handler that closes its connection, before the teardown (default 0)");
+RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
+		      "Selftests only: sleep this long between rdma_listen() and recording the listener (default 0)");
+
+static bool test_no_mem_mgt_ext;
+module_param(test_no_mem_mgt_ext, bool, 0644);
+MODULE_PARM_DESC(test_no_mem_mgt_ext,
+		 "Selftests only: treat every device as lacking memory management extensions (no FRWR, no Send With Invalidate) (default: N)");
+
+bool rpcrdma_cm_param_selftest(void)
+{
+	return READ_ONCE(selftest);
+}
+
+unsigned int rpcrdma_cm_param_send_size(void)
+{
+	return READ_ONCE(send_size);
+}
+
+unsigned int rpcrdma_cm_param_recv_size(void)
+{
+	return READ_ONCE(recv_size);
+}
+
+bool rpcrdma_cm_param_remote_invalidate(void)
+{
+	return READ_ONCE(remote_invalidate);
+}
+
+bool rpcrdma_cm_param_legacy(void)
+{
+	return READ_ONCE(legacy);
+}
+
+/* Read-only after load (0444): the string lives until the module is unloaded. */
+const char *rpcrdma_cm_param_listen(void)
+{
+	return listen ? listen : "";
+}
+
+unsigned int rpcrdma_cm_param_max_connections(void)
+{
+	return READ_ONCE(max_connections.value);
+}
+
+unsigned int rpcrdma_cm_param_max_connections_per_peer(void)
+{
+	return READ_ONCE(max_connections_per_peer.value);
+}
+
+unsigned int rpcrdma_cm_param_idle_timeout(void)
+{
+	return READ_ONCE(idle_timeout.value);
+}
+
+unsigned int rpcrdma_cm_param_test_teardown_delay_ms(void)
+{
+	return READ_ONCE(test_teardown_delay_ms.value);
+}
+
+unsigned int rpcrdma_cm_param_test_listen_delay_ms(void)
+{
+	return READ_ONCE(test_listen_delay_ms.value);
+}
+
+bool rpcrdma_cm_param_test_no_mem_mgt_ext(void)
+{
+	return READ_ONCE(test_no_mem_mgt_ext);
+}

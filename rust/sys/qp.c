@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rpcrdma_cm: one connection's PD, CQ, RC QP and message buffers
+ * (rust/sys/qp.rs).
+ *
+ * Receive buffers (@recv_size octets each) are allocated and posted as the
+ * connection needs them, up to @recv_depth: @recv_initial at creation, more
+ * by rpcrdma_cm_recv_grow() when the owner grants more credits. Each is
+ * reposted after its completion was handled. Send buffers (@send_size octets)
+ * are allocated on first use, up to @send_depth, and kept on a free list. An
+ * idle connection so costs its initial Receives, whatever the sizes.
+ *
+ * Receive completions are handed to Rust from a work item on the module's
+ * workqueue (process context, one message at a time, in order), so the
+ * handler may sleep, for instance while it pulls a Read chunk with RDMA Read.
+ *
+ * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
+ * new is posted; drains the QP (every posted WR completes, flushed if need
+ * be); lets the Receive work finish; waits for operations in progress
+ * (@users); frees the QP, buffers and CQ; then waits for every other holder
+ * of @ref (Rust handles, chunks) to let go, whose operations all fail now,
+ * and frees the PD. Nothing of the connection is left on the device when it
+ * returns.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "qp.h"
+#include "rpcrdma_cm_sys.h"
+
+/*
+ * The last reference went (destroy_qp's own, or a holder's after it): free the
+ * PD and let destroy_qp, which waits for this, free @qp. complete() is the
+ * last access to @qp here, and the waiter cannot return before it is done.
+ */
+static void rpcrdma_cm_qp_release(struct kref *ref)
+{
+	struct rpcrdma_cm_qp *qp = container_of(ref, struct rpcrdma_cm_qp, ref);
+
+	if (qp->pd)
+		ib_dealloc_pd(qp->pd);
+	qp->pd = NULL;
+	complete(&qp->released);
+}
+
+void rpcrdma_cm_qp_get(struct rpcrdma_cm_qp *qp)
+{
+	kref_get(&qp->ref);
+}
+
+void rpcrdma_cm_qp_put(struct rpcrdma_cm_qp *qp)
+{
+	kref_put(&qp->ref, rpcrdma_cm_qp_release);
+}
+
+int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (qp->closed)
+		ret = -ENOTCONN;
+	else
+		atomic_inc(&qp->users);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return ret;
+}
+
+void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp)
+{
+	if (atomic_dec_and_test(&qp->users))
+		wake_up_all(&qp->wq);
+}
+
+int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr)
+{
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, wr, NULL);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return ret;
+}
+
+/*
+ * Starts a disconnect of the QP's connection (rdma_disconnect(); the CM event
+ * follows). The id outlives every holder of the QP: it is destroyed only
+ * after rpcrdma_cm_destroy_qp() returned.
+ */
+int rpcrdma_cm_qp_disconnect(struct rpcrdma_cm_qp *qp)
+{
+	return rdma_disconnect(qp->id);
+}
+
+static struct rpcrdma_cm_buf *rpcrdma_cm_buf_alloc(struct rpcrdma_cm_qp *qp, u32 size,
+						   enum dma_data_direction dir)
+{
+	struct ib_device *dev = qp->id->device;
+	struct rpcrdma_cm_buf *b;
+
+	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	if (!b)
+		return NULL;
+	b->qp = qp;
+	b->size = size;
+	b->addr = kmalloc(size, GFP_KERNEL | __GFP_NOWARN);
+	if (!b->addr)
+		goto fail;
+	b->dma = ib_dma_map_single(dev, b->addr, size, dir);
+	if (ib_dma_mapping_error(dev, b->dma))
+		goto fail;
+	return b;
+fail:
+	kfree(b->addr);
+	kfree(b);
+	return NULL;
+}
+
+static void rpcrdma_cm_buf_free(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b,
+				enum dma_data_direction dir)
+{
+	if (!b)
+		return;
+	ib_dma_unmap_single(qp->id->device, b->dma, b->size, dir);
+	kfree(b->addr);
+	kfree(b);
+}
+
+static void rpcrdma_cm_bufs_free(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **bufs,
+				 u32 n, enum dma_data_direction dir)
+{
+	u32 i;
+
+	if (!bufs)
+		return;
+	for (i = 0; i < n; i++)
+		rpcrdma_cm_buf_free(qp, bufs[i], dir);
+	kfree(bufs);
+}
+
+static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/* Posts one Receive; the caller holds qp->lock. */
+static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
+{
+	struct ib_sge sge = {
+		.addr = b->dma,
+		.length = b->size,
+		.lkey = b->qp->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &b->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	int ret;
+
+	if (b->qp->closed)
+		return -ENOTCONN;
+	b->cqe.done = rpcrdma_cm_recv_done;
+	ib_dma_sync_single_for_device(b->qp->id->device, b->dma, b->size,
+				      DMA_FROM_DEVICE);
+	ret = ib_post_recv(b->qp->id->qp, &wr, NULL);
+	if (!ret)
+		atomic_inc(&b->qp->recv_posted);
+	return ret;
+}
+
+/* CQ context: queue the message for the work item. */
+static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
+	struct rpcrdma_cm_qp *qp = b->qp;
+	unsigned long flags;
+
+	atomic_dec(&qp->recv_posted);
+	b->status = wc->status;
+	b->byte_len = wc->status == IB_WC_SUCCESS ? min(wc->byte_len, b->size) : 0;
+	b->with_inv = wc->status == IB_WC_SUCCESS && (wc->wc_flags & IB_WC_WITH_INVALIDATE);
+	b->inv_rkey = b->with_inv ? wc->ex.invalidate_rkey : 0;
+	spin_lock_irqsave(&qp->lock, flags);
+	list_add_tail(&b->list, &qp->recv_ready);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	queue_work(rpcrdma_cm_wq(), &qp->recv_work);
+}
+
+/* Process context: hand each queued message to Rust, then repost its buffer. */
+static void rpcrdma_cm_recv_work(struct work_struct *work)
+{
+	struct rpcrdma_cm_qp *qp = container_of(work, struct rpcrdma_cm_qp, recv_work);
+	struct rpcrdma_cm_wc_info info;
+	struct rpcrdma_cm_buf *b;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&qp->lock, flags);
+		b = list_first_entry_or_null(&qp->recv_ready, struct rpcrdma_cm_buf, list);
+		if (b)
+			list_del(&b->list);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!b)
+			return;
+		info = (struct rpcrdma_cm_wc_info){
+			.status = b->status,
+			.data = b->status == IB_WC_SUCCESS ? b->addr : NULL,
+			.len = b->byte_len,
+			.invalidate_rkey = b->inv_rkey,
+			.with_invalidate = b->with_inv,
+		};
+		if (b->status == IB_WC_SUCCESS)
+			ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
+						   DMA_FROM_DEVICE);
+		rpcrdma_cm_recv_rs(qp->owner, qp, &info);
+		if (b->status != IB_WC_SUCCESS)
+			continue;
+		spin_lock_irqsave(&qp->lock, flags);
+		rpcrdma_cm_post_recv_locked(b);
+		spin_unlock_irqrestore(&qp->lock, flags);
+	}
+}
+
+static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
+	struct rpcrdma_cm_qp *qp = b->qp;
+	struct rpcrdma_cm_wc_info info = { .status = wc->status };
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	list_add(&b->list, &qp->send_free);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	rpcrdma_cm_send_rs(qp->owner, qp, &info);
+}
+
+/*
+ * Allocates and posts up to @n more Receive buffers (never more than
+ * @recv_depth in all). Returns how many were added, or an error if none was.
+ * Any thread may call it; teardown waits for it.
+ */
+int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n)
+{
+	struct rpcrdma_cm_buf *b;
+	unsigned long flags;
+	u32 added = 0;
+	int ret;
+
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	while (added < n) {
+		spin_lock_irqsave(&qp->lock, flags);
+		if (qp->nrecv >= qp->recv_depth) {
+			spin_unlock_irqrestore(&qp->lock, flags);
+			break;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+		b = rpcrdma_cm_buf_alloc(qp, qp->recv_size, DMA_FROM_DEVICE);
+		if (!b) {
+			ret = -ENOMEM;
+			break;
+		}
+		spin_lock_irqsave(&qp->lock, flags);
+		if (qp->nrecv >= qp->recv_depth) {
+			/* Another caller filled the last slot meanwhile. */
+			spin_unlock_irqrestore(&qp->lock, flags);
+			rpcrdma_cm_buf_free(qp, b, DMA_FROM_DEVICE);
+			break;
+		}
+		/* In the array first: teardown frees it even if posting fails. */
+		qp->recv[qp->nrecv++] = b;
+		ret = rpcrdma_cm_post_recv_locked(b);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (ret)
+			break;
+		added++;
+	}
+	rpcrdma_cm_qp_leave(qp);
+	return added ? added : ret;
+}
+
+/*
+ * Receive buffers allocated (*@allocated: posted, or holding a message being
+ * handled and reposted after), and of those posted now (*@posted).
+ */
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *posted)
+{
+	*allocated = READ_ONCE(qp->nrecv);
+	*posted = atomic_read(&qp->recv_posted);
+}
+
+/* Send buffers allocated so far. */
+u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp)
+{
+	return READ_ONCE(qp->nsend);
+}
+
+/*
+ * A PD, one CQ for both directions (polled from a workqueue), an RC QP on
+ * @id's device with room for @attr->send_depth Sends plus FRWR registrations
+ * and invalidations, for one RDMA Read/Write chain as long as the largest
+ * chunk needs (up to RPCRDMA_CM_RW_SGES pages per WR; RDMA Reads and Writes
+ * run one at a time, see rpcrdma_cm_chunk_rdma()), for @attr->recv_depth
+ * Receives, and one WR each way for the drain. @attr->recv_initial Receive
+ * buffers are posted before this returns. Completions go to @owner.
+ */
+int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
+			 const struct rpcrdma_cm_qp_attr *a, void *owner,
+			 struct rpcrdma_cm_qp **out)
+{
+	struct ib_qp_init_attr attr = {};
+	struct rpcrdma_cm_qp *qp;
+	u32 sges, own, rw;
+	int ret;
+
+	if (!id->device)
+		return -ENODEV;
+	if (!a->send_depth || a->send_depth > 1024 || !a->recv_depth ||
+	    a->recv_depth > 1024 || !a->recv_initial || a->recv_initial > a->recv_depth ||
+	    !a->send_size || !a->recv_size)
+		return -EINVAL;
+	qp = kzalloc(sizeof(*qp), GFP_KERNEL);
+	if (!qp)
+		return -ENOMEM;
+	kref_init(&qp->ref);
+	init_completion(&qp->released);
+	qp->id = id;
+	qp->owner = owner;
+	spin_lock_init(&qp->lock);
+	init_waitqueue_head(&qp->wq);
+	INIT_LIST_HEAD(&qp->send_free);
+	INIT_LIST_HEAD(&qp->recv_ready);
+	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
+	atomic_set(&qp->recv_posted, 0);
+	mutex_init(&qp->rw_lock);
+	qp->send_size = a->send_size;
+	qp->recv_size = a->recv_size;
+	qp->send_depth = a->send_depth;
+	qp->recv_depth = a->recv_depth;
+	qp->pd = ib_alloc_pd(id->device, 0);
+	if (IS_ERR(qp->pd)) {
+		ret = PTR_ERR(qp->pd);
+		qp->pd = NULL;
+		goto out;
+	}
+	sges = min3(id->device->attrs.max_send_sge, id->device->attrs.max_sge_rd,
+		    RPCRDMA_CM_RW_SGES);
+	sges = max(sges, 1U);
+	own = a->send_depth * (RPCRDMA_CM_MR_WRS + 1) + 1;
+	rw = DIV_ROUND_UP(RPCRDMA_CM_CHUNK_MAX_PAGES, sges);
+	/*
+	 * Every WR that can be outstanding, signaled or not (a flush completes
+	 * them all): ours, the RDMA Read/Write room (up to three WRs per context
+	 * where rdma_rw registers), the Receives and the drain. A CQ that
+	 * overflowed would lose completions, the drain's among them.
+	 */
+	qp->cq = ib_alloc_cq_any(id->device, NULL, own + 3 * rw + a->recv_depth + 1,
+				 IB_POLL_WORKQUEUE);
+	if (IS_ERR(qp->cq)) {
+		ret = PTR_ERR(qp->cq);
+		qp->cq = NULL;
+		goto out;
+	}
+	attr.send_cq = qp->cq;
+	attr.recv_cq = qp->cq;
+	attr.cap.max_send_wr = own;
+	attr.cap.max_recv_wr = a->recv_depth + 1;
+	attr.cap.max_send_sge = sges;
+	attr.cap.max_recv_sge = 1;
+	/* rdma_rw_init_qp() adds at least one Send WR per context. */
+	attr.cap.max_rdma_ctxs = rw;
+	attr.port_num = id->port_num;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	ret = rdma_create_qp(id, qp->pd, &attr);
+	if (ret)
+		goto out;
+	/* What the device granted beyond our own WRs is for RDMA Read/Write. */
+	qp->rw_wrs = attr.cap.max_send_wr > own ? attr.cap.max_send_wr - own : 0;
+
+	ret = -ENOMEM;
+	qp->send = kcalloc(a->send_depth, sizeof(*qp->send), GFP_KERNEL);
+	qp->recv = kcalloc(a->recv_depth, sizeof(*qp->recv), GFP_KERNEL);
+	if (!qp->send || !qp->recv)
+		goto out;
+	/* Receives first: a peer may send as soon as the connection is up. */
+	ret = rpcrdma_cm_recv_grow(qp, a->recv_initial);
+	if (ret < 0)
+		goto out;
+	if (ret != a->recv_initial) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	*out = qp;
+	return 0;
+
+out:
+	rpcrdma_cm_destroy_qp(qp);
+	return ret;
+}
+
+/*
+ * Stops posting, flushes every posted WR (their callbacks run and return before
+ * ib_drain_qp() does), lets the Receive work finish, waits for operations in
+ * progress, frees the QP, buffers and CQ, then waits for the other holders
+ * (Rust handles, chunks: their operations fail now, so they let go at once)
+ * and frees the PD and @qp. Must not be called from a completion callback or
+ * the Receive work of this QP, nor by a thread holding a reference (it would
+ * wait for itself).
+ */
+void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->closed = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (qp->id->qp)
+		ib_drain_qp(qp->id->qp);
+	flush_work(&qp->recv_work);
+	wait_event(qp->wq, atomic_read(&qp->users) == 0);
+	if (qp->id->qp)
+		rdma_destroy_qp(qp->id);
+	rpcrdma_cm_bufs_free(qp, qp->send, qp->nsend, DMA_TO_DEVICE);
+	rpcrdma_cm_bufs_free(qp, qp->recv, qp->nrecv, DMA_FROM_DEVICE);
+	qp->send = NULL;
+	qp->recv = NULL;
+	if (qp->cq)
+		ib_free_cq(qp->cq);
+	qp->cq = NULL;
+	kref_put(&qp->ref, rpcrdma_cm_qp_release);
+	while (!wait_for_completion_timeout(&qp->released, 10 * HZ))
+		pr_warn("a closed connection still waits for %u holder(s) of its QP\n",
+			kref_read(&qp->ref));
+	kfree(qp);
+}
+
+/*
+ * Takes a Send buffer, allocating one if none is free and fewer than
+ * @send_depth exist: its address and size in *@addr and *@size. The caller
+ * fills it and passes it to rpcrdma_cm_send_post() or rpcrdma_cm_send_abort();
+ * until then teardown waits. -ENOTCONN once the QP is closing, -EBUSY if all
+ * @send_depth buffers are in use, -ENOMEM. May sleep.
+ */
+int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
+			u8 **addr, u32 *size)
+{
+	struct rpcrdma_cm_buf *b = NULL;
+	unsigned long flags;
+	int slot = -1;
+	int ret;
+
+	ret = rpcrdma_cm_qp_enter(qp);
+	if (ret)
+		return ret;
+	spin_lock_irqsave(&qp->lock, flags);
+	if (!list_empty(&qp->send_free)) {
+		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, list);
+		list_del(&b->list);
+	} else if (qp->nsend < qp->send_depth) {
+		slot = qp->nsend++;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (slot >= 0) {
+		b = rpcrdma_cm_buf_alloc(qp, qp->send_size, DMA_TO_DEVICE);
+		if (b) {
+			b->cqe.done = rpcrdma_cm_send_done;
+			/* Teardown, which frees the slots, waits for us (@users). */
+			qp->send[slot] = b;
+		}
+	}
+	if (!b) {
+		rpcrdma_cm_qp_leave(qp);
+		return slot >= 0 ? -ENOMEM : -EBUSY;
+	}
+	*out = b;
+	*addr = b->addr;
+	*size = b->size;
+	return 0;
+}
+
+/* Gives back a buffer that was not posted. */
+void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b)
+{
+	struct rpcrdma_cm_qp *qp = b->qp;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	list_add(&b->list, &qp->send_free);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	rpcrdma_cm_qp_leave(qp);
+}
+
+/*
+ * Posts the first @len octets of @b as a signaled Send, or as Send With
+ * Invalidate of @inv_rkey if @invalidate. On error the buffer is back on the
+ * free list.
+ */
+int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
+			 u32 inv_rkey)
+{
+	struct rpcrdma_cm_qp *qp = b->qp;
+	struct ib_sge sge = {
+		.addr = b->dma,
+		.length = len,
+		.lkey = qp->pd->local_dma_lkey,
+	};
+	struct ib_send_wr wr = {
+		.wr_cqe = &b->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = invalidate ? IB_WR_SEND_WITH_INV : IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED,
+	};
+	int ret;
+
+	if (len > b->size) {
+		ret = -EMSGSIZE;
+		goto fail;
+	}
+	if (invalidate)
+		wr.ex.invalidate_rkey = inv_rkey;
+	ib_dma_sync_single_for_device(qp->id->device, b->dma, len, DMA_TO_DEVICE);
+	ret = rpcrdma_cm_post_send(qp, &wr);
+	if (ret)
+		goto fail;
+	rpcrdma_cm_qp_leave(qp);
+	return 0;
+fail:
+	rpcrdma_cm_send_abort(b);
+	return ret;
+}

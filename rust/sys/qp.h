@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rpcrdma_cm: the QP structure that qp.c and chunk.c share. Rust sees it only
+ * as an opaque pointer (rpcrdma_cm_sys.h).
+ */
+#ifndef RPCRDMA_CM_QP_H
+#define RPCRDMA_CM_QP_H
+
+#include <linux/completion.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+
+struct rpcrdma_cm_qp;
+
+struct rpcrdma_cm_buf {
+	struct ib_cqe cqe;
+	struct rpcrdma_cm_qp *qp;
+	struct list_head list;	/* Send: free list; Receive: ready list */
+	void *addr;
+	u64 dma;
+	u32 size;
+	/* Receive completion, kept for the work item. */
+	int status;
+	u32 byte_len;
+	bool with_inv;
+	u32 inv_rkey;
+};
+
+/*
+ * One connection's PD, CQ, RC QP and message buffers (see qp.c).
+ *
+ * @ref counts the holders: the connection itself (dropped by
+ * rpcrdma_cm_destroy_qp), each Rust Qp handle and each chunk. The last one
+ * frees the PD and completes @released. @users counts operations that post
+ * and may still touch buffers or the QP (Send buffers being filled, chunk
+ * registrations, RDMA Read/Write): teardown waits for none before it frees
+ * the QP and buffers. Both lists, @closed and the counters are under @lock.
+ */
+struct rpcrdma_cm_qp {
+	struct kref ref;
+	struct completion released;
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	void *owner;
+	spinlock_t lock;
+	bool closed;
+	atomic_t users;
+	wait_queue_head_t wq;
+	struct list_head send_free;
+	struct list_head recv_ready;
+	struct work_struct recv_work;
+	/* One RDMA Read/Write chain at a time, of at most @rw_wrs WRs. */
+	struct mutex rw_lock;
+	u32 rw_wrs;
+	u32 send_size, recv_size;
+	u32 send_depth, recv_depth;
+	u32 nsend;		/* Send buffer slots used (allocated on demand) */
+	u32 nrecv;		/* Receive buffers allocated, each posted or in use */
+	atomic_t recv_posted;	/* of those, posted and not completed */
+	struct rpcrdma_cm_buf **send;	/* @send_depth slots */
+	struct rpcrdma_cm_buf **recv;	/* @recv_depth slots */
+};
+
+/* Starts an operation that posts: fails once the QP is closing. */
+int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp);
+void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
+/* ib_post_send() unless the QP is closing. */
+int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
+
+/* Registrations and invalidations per Send, and one RDMA Read/Write context. */
+#define RPCRDMA_CM_MR_WRS 6
+/* At most this many pages per RDMA Read/Write WR (the device may allow fewer). */
+#define RPCRDMA_CM_RW_SGES 16
+/* The most pages one chunk may have (4 MiB with 4 KiB pages). */
+#define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
+
+#endif /* RPCRDMA_CM_QP_H */

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's queue pair and its message buffers (the C half is `qp.c`).
+//!
+//! A [`Qp`] is a counted handle: the connection's teardown (dropping its
+//! [`CmId`](super::rdma_cm::CmId)) marks the QP closed, so that every
+//! operation through any handle fails with `ENOTCONN`, drains and frees it, and
+//! then waits for the last handle and the last [`Chunk`](super::chunk::Chunk)
+//! to be dropped before it frees the PD. A holder must therefore let go of its
+//! handles once the connection has failed; it must not wait for anything first.
+//!
+//! Buffers: Receives of the advertised receive size are posted as the owner
+//! asks ([`Qp::grow_recv`]), up to the depth given at creation; Send buffers
+//! are allocated on first use. An idle connection costs its initial Receives.
+
+use core::mem::ManuallyDrop;
+use core::ptr::{self, NonNull};
+use kernel::error::to_result;
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+use super::errno::emsgsize;
+
+/// C `struct rpcrdma_cm_qp` (qp.h), opaque.
+#[repr(C)]
+pub(crate) struct rpcrdma_cm_qp {
+    _p: [u8; 0],
+}
+
+/// C `struct rpcrdma_cm_buf` (qp.h): one Send buffer, opaque.
+#[repr(C)]
+struct rpcrdma_cm_buf {
+    _p: [u8; 0],
+}
+
+/// Mirrors `struct rpcrdma_cm_qp_attr` in rpcrdma_cm_sys.h.
+#[repr(C)]
+pub(crate) struct rpcrdma_cm_qp_attr {
+    send_depth: u32,
+    recv_depth: u32,
+    recv_initial: u32,
+    send_size: u32,
+    recv_size: u32,
+}
+
+extern "C" {
+    fn rpcrdma_cm_qp_get(qp: *mut rpcrdma_cm_qp);
+    fn rpcrdma_cm_qp_put(qp: *mut rpcrdma_cm_qp);
+    fn rpcrdma_cm_qp_disconnect(qp: *mut rpcrdma_cm_qp) -> c_int;
+    fn rpcrdma_cm_recv_grow(qp: *mut rpcrdma_cm_qp, n: u32) -> c_int;
+    fn rpcrdma_cm_recv_counts(qp: *mut rpcrdma_cm_qp, allocated: *mut u32, posted: *mut u32);
+    fn rpcrdma_cm_send_allocated(qp: *mut rpcrdma_cm_qp) -> u32;
+    fn rpcrdma_cm_send_get(
+        qp: *mut rpcrdma_cm_qp,
+        out: *mut *mut rpcrdma_cm_buf,
+        addr: *mut *mut u8,
+        size: *mut u32,
+    ) -> c_int;
+    fn rpcrdma_cm_send_abort(b: *mut rpcrdma_cm_buf);
+    fn rpcrdma_cm_send_post(
+        b: *mut rpcrdma_cm_buf,
+        len: u32,
+        invalidate: bool,
+        inv_rkey: u32,
+    ) -> c_int;
+}
+
+/// How large a new QP is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpAttr {
+    /// Sends in flight at most (and Send buffers at most).
+    pub(crate) send_depth: u32,
+    /// Receive buffers at most.
+    pub(crate) recv_depth: u32,
+    /// Receive buffers posted at creation (1 to `recv_depth`).
+    pub(crate) recv_initial: u32,
+    /// Octets per Send buffer: what we advertised as our send size.
+    pub(crate) send_size: u32,
+    /// Octets per Receive buffer: what we advertised as our receive size.
+    pub(crate) recv_size: u32,
+}
+
+impl QpAttr {
+    pub(super) fn c(&self) -> rpcrdma_cm_qp_attr {
+        rpcrdma_cm_qp_attr {
+            send_depth: self.send_depth,
+            recv_depth: self.recv_depth,
+            recv_initial: self.recv_initial,
+            send_size: self.send_size,
+            recv_size: self.recv_size,
+        }
+    }
+}
+
+/// A counted handle on a connection's QP.
+pub(crate) struct Qp {
+    raw: NonNull<rpcrdma_cm_qp>,
+}
+
+// SAFETY: the C QP is not tied to a thread: its state is under its own lock or
+// atomic, and every function this type calls may run in any process context.
+unsafe impl Send for Qp {}
+// SAFETY: every method takes `&self` and the C functions behind them serialise
+// on the QP's lock (see qp.c); none hands out a reference into the QP.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    /// A handle of a QP that is kept alive by its caller for the lifetime of the
+    /// result, without a reference of its own: drop of the result does nothing.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is a live QP from `rpcrdma_cm_create_qp` and stays alive while the
+    /// result is used (completion callbacks: teardown drains them first; a
+    /// [`CmId`](super::rdma_cm::CmId) borrowed by the caller).
+    pub(super) unsafe fn borrowed(raw: *mut rpcrdma_cm_qp) -> Option<ManuallyDrop<Qp>> {
+        NonNull::new(raw).map(|raw| ManuallyDrop::new(Qp { raw }))
+    }
+
+    /// The C pointer, for [`Chunk::new`](super::chunk::Chunk::new).
+    pub(super) fn raw(&self) -> *mut rpcrdma_cm_qp {
+        self.raw.as_ptr()
+    }
+
+    /// Starts a disconnect (`rdma_disconnect()`); the CM's DISCONNECTED event
+    /// follows.
+    pub(crate) fn disconnect(&self) -> Result {
+        // SAFETY: our handle keeps the QP alive, and the id outlives the QP
+        // (it is destroyed only after the QP's teardown, which waits for us).
+        to_result(unsafe { rpcrdma_cm_qp_disconnect(self.raw()) })
+    }
+
+    /// Posts up to `n` more Receive buffers (never more than the QP's receive
+    /// depth in all); returns how many were added.
+    pub(crate) fn grow_recv(&self, n: u32) -> Result<u32> {
+        // SAFETY: our handle keeps the QP alive; C serialises with teardown.
+        let ret = unsafe { rpcrdma_cm_recv_grow(self.raw(), n) };
+        to_result(ret)?;
+        Ok(ret.unsigned_abs())
+    }
+
+    /// Receive buffers: in circulation (posted, or holding a message being
+    /// handled and reposted after), and of those posted now.
+    pub(crate) fn recv_buffers(&self) -> (u32, u32) {
+        let (mut allocated, mut posted) = (0u32, 0u32);
+        // SAFETY: our handle keeps the QP alive; C reads two words into the
+        // out pointers.
+        unsafe { rpcrdma_cm_recv_counts(self.raw(), &mut allocated, &mut posted) };
+        (allocated, posted)
+    }
+
+    /// Send buffers allocated so far.
+    pub(crate) fn send_buffers(&self) -> u32 {
+        // SAFETY: as in `recv_buffers`.
+        unsafe { rpcrdma_cm_send_allocated(self.raw()) }
+    }
+
+    /// Sends one message: `fill` writes it into a Send buffer and returns its
+    /// length; with `invalidate`, the Send invalidates that rkey at the peer
+    /// (Send With Invalidate). Fails with `EBUSY` if every Send buffer is in
+    /// use, `ENOTCONN` once the connection is closing, `EMSGSIZE` if `fill`
+    /// returns more than the buffer holds. May sleep (a buffer's first use
+    /// allocates it).
+    pub(crate) fn send(
+        &self,
+        invalidate: Option<u32>,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result {
+        let (mut b, mut addr, mut size) = (ptr::null_mut(), ptr::null_mut(), 0u32);
+        // SAFETY: our handle keeps the QP alive; the out pointers are valid.
+        to_result(unsafe { rpcrdma_cm_send_get(self.raw(), &mut b, &mut addr, &mut size) })?;
+        // SAFETY: the buffer is ours until posted or aborted (teardown waits for
+        // it): `size` octets at `addr`, referenced by no WR.
+        let buf = unsafe { core::slice::from_raw_parts_mut(addr, size as usize) };
+        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| emsgsize())) {
+            Ok(n) => n,
+            Err(e) => {
+                // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted.
+                unsafe { rpcrdma_cm_send_abort(b) };
+                return Err(e);
+            }
+        };
+        let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
+        // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted; `buf` is
+        // not used after this point. C checks `len` against the buffer size.
+        to_result(unsafe { rpcrdma_cm_send_post(b, len, inv, rkey) })
+    }
+}
+
+impl Clone for Qp {
+    fn clone(&self) -> Self {
+        // SAFETY: our handle keeps the QP alive while we take another reference.
+        unsafe { rpcrdma_cm_qp_get(self.raw()) };
+        Qp { raw: self.raw }
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference, given back exactly once.
+        unsafe { rpcrdma_cm_qp_put(self.raw()) };
+    }
+}

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rpcrdma_cm: the interface between the C half of the abstraction layer
+ * (the .c files of rust/sys) and its Rust half (the .rs files beside them).
+ *
+ * Every function one side calls on the other is declared here once, with the
+ * structures both sides read. C covers only what Rust on 6.12 cannot reach:
+ * macros (module parameters, workqueues), static inlines (ib_post_send,
+ * rdma_create_id), ops tables and struct fields of the RDMA core. The Rust
+ * declarations in the .rs files mirror this file by hand.
+ */
+#ifndef RPCRDMA_CM_SYS_H
+#define RPCRDMA_CM_SYS_H
+
+#include <linux/types.h>
+
+struct dentry;
+struct seq_file;
+struct rdma_cm_id;
+struct rpcrdma_cm_qp;
+struct rpcrdma_cm_buf;
+struct rpcrdma_cm_chunk;
+struct workqueue_struct;
+
+/* param.c: module parameters ----------------------------------------------- */
+
+bool rpcrdma_cm_param_selftest(void);
+unsigned int rpcrdma_cm_param_send_size(void);
+unsigned int rpcrdma_cm_param_recv_size(void);
+bool rpcrdma_cm_param_remote_invalidate(void);
+bool rpcrdma_cm_param_legacy(void);
+const char *rpcrdma_cm_param_listen(void);
+unsigned int rpcrdma_cm_param_max_connections(void);
+unsigned int rpcrdma_cm_param_max_connections_per_peer(void);
+unsigned int rpcrdma_cm_param_idle_timeout(void);
+unsigned int rpcrdma_cm_param_test_teardown_delay_ms(void);
+unsigned int rpcrdma_cm_param_test_listen_delay_ms(void);
+bool rpcrdma_cm_param_test_no_mem_mgt_ext(void);
+
+/* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
+bool rpcrdma_cm_size_param_ok(unsigned int v);
+bool rpcrdma_cm_listen_param_ok(const char *s);
+
+/* debugfs.c: files whose text Rust writes ---------------------------------- */
+
+int rpcrdma_cm_debugfs_create_dir(const char *name, struct dentry *parent,
+				  struct dentry **out);
+int rpcrdma_cm_debugfs_create_file(const char *name, bool writable,
+				   struct dentry *parent, void *private,
+				   struct dentry **out);
+
+/* Implemented in Rust (rust/sys/debugfs.rs). */
+int rpcrdma_cm_debugfs_show(struct seq_file *m, void *private);
+int rpcrdma_cm_debugfs_write(void *private, const char *buf, size_t len);
+
+/* cm.c: RDMA-CM ids, the module's workqueue, the periodic tick -------------- */
+
+/*
+ * What Rust learns of a CM event, in a layout of our own, so Rust never depends
+ * on the layout of struct rdma_cm_event. private_data is valid only during
+ * the call.
+ */
+struct rpcrdma_cm_event_info {
+	int event;
+	int status;
+	const u8 *private_data;
+	u32 private_data_len;
+	u8 initiator_depth;
+};
+
+/* What the device under an id can do, as far as RPC-over-RDMA cares. */
+struct rpcrdma_cm_dev_caps {
+	/* Memory management extensions: FRWR, LOCAL_INV, Send With Invalidate. */
+	bool mem_mgt_ext;
+	u32 max_fast_reg_page_list_len;
+};
+
+int rpcrdma_cm_create_id(void *context, struct rdma_cm_id **out);
+void rpcrdma_cm_set_context(struct rdma_cm_id *id, void *context);
+int rpcrdma_cm_bind_listen(struct rdma_cm_id *id, int family, const u8 *addr,
+			   u16 port, int backlog);
+int rpcrdma_cm_resolve_addr(struct rdma_cm_id *id, int family, const u8 *addr,
+			    u16 port, unsigned long timeout_ms);
+void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
+			 char *dev, size_t len);
+int rpcrdma_cm_id_peer(struct rdma_cm_id *id, u8 *addr16, u16 *port);
+int rpcrdma_cm_id_caps(struct rdma_cm_id *id, struct rpcrdma_cm_dev_caps *caps);
+int rpcrdma_cm_connect_locked(struct rdma_cm_id *id, const void *pdata, u8 len);
+int rpcrdma_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len, u8 ord);
+int rpcrdma_cm_reject(struct rdma_cm_id *id);
+
+/* Implemented in Rust (rust/sys/rdma_cm.rs). Non-zero: the CM destroys @id. */
+int rpcrdma_cm_event_rs(struct rdma_cm_id *id, void *context,
+			const struct rpcrdma_cm_event_info *ev);
+
+/*
+ * The module's own workqueue: deferred id teardown and the periodic tick run
+ * there, and unloading destroys it only after both are finished.
+ */
+int rpcrdma_cm_wq_create(void);
+void rpcrdma_cm_wq_destroy(void);
+struct workqueue_struct *rpcrdma_cm_wq(void);
+
+/* Ids (contexts) alive: unload waits for none. */
+void rpcrdma_cm_live_get(void);
+void rpcrdma_cm_live_put(void);
+void rpcrdma_cm_live_wait(void);
+unsigned int rpcrdma_cm_live_count(void);
+
+/* A work item on the module's workqueue every @period_ms, calling
+ * rpcrdma_cm_tick_rs(@ctx), until rpcrdma_cm_tick_stop(). */
+void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms);
+void rpcrdma_cm_tick_stop(void);
+void rpcrdma_cm_tick_rs(void *ctx);
+
+/* Sleeps @ms milliseconds (test delays), and a random XID start. */
+void rpcrdma_cm_msleep(unsigned int ms);
+bool rpcrdma_cm_fatal_signal_pending(void);
+struct wait_queue_head;
+void rpcrdma_cm_init_waitqueue(struct wait_queue_head *head);
+u32 rpcrdma_cm_random_u32(void);
+
+/* qp.c: one connection's PD, CQ, QP and message buffers --------------------- */
+
+/*
+ * What Rust learns of a completion. @status is an enum ib_wc_status;
+ * @data/@len the received message (Receives that succeeded only), valid
+ * during the call.
+ */
+struct rpcrdma_cm_wc_info {
+	int status;
+	const u8 *data;
+	u32 len;
+	u32 invalidate_rkey;
+	bool with_invalidate;
+};
+
+/* Sizes of a new QP: Sends and Receives in flight at most, buffers. */
+struct rpcrdma_cm_qp_attr {
+	u32 send_depth;		/* Send WRs and Send buffers (allocated on use) */
+	u32 recv_depth;		/* Receive buffers at most */
+	u32 recv_initial;	/* Receive buffers allocated and posted at once */
+	u32 send_size;
+	u32 recv_size;
+};
+
+int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
+			 const struct rpcrdma_cm_qp_attr *attr, void *owner,
+			 struct rpcrdma_cm_qp **out);
+void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp);
+void rpcrdma_cm_qp_get(struct rpcrdma_cm_qp *qp);
+void rpcrdma_cm_qp_put(struct rpcrdma_cm_qp *qp);
+int rpcrdma_cm_qp_disconnect(struct rpcrdma_cm_qp *qp);
+int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n);
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *posted);
+u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp);
+int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
+			u8 **addr, u32 *size);
+void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b);
+int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
+			 u32 inv_rkey);
+
+/* Implemented in Rust (rust/sys/rdma_cm.rs); @owner is the id's context. */
+void rpcrdma_cm_recv_rs(void *owner, struct rpcrdma_cm_qp *qp,
+			const struct rpcrdma_cm_wc_info *wc);
+void rpcrdma_cm_send_rs(void *owner, struct rpcrdma_cm_qp *qp,
+			const struct rpcrdma_cm_wc_info *wc);
+
+/* chunk.c: chunk memory, FRWR registration, RDMA Read/Write ----------------- */
+
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len);
+int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
+			  bool in);
+int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
+			      u32 *rkey, u64 *iova);
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
+int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
+			  bool write);
+
+/* ib_client.c: RDMA devices appearing ---------------------------------------- */
+
+int rpcrdma_cm_client_register(void *ctx);
+void rpcrdma_cm_client_unregister(void);
+
+/* Implemented in Rust (rust/sys/ib_client.rs). */
+void rpcrdma_cm_device_added_rs(void *ctx);
+
+#endif /* RPCRDMA_CM_SYS_H */
