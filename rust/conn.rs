@@ -53,6 +53,12 @@ const QP_DEPTH: u32 = 32;
 /// Receive buffers at most: one per credit plus the one whose reply is being
 /// sent (see `conn_state::server_grant`).
 const RECV_DEPTH: u32 = QP_DEPTH + 1;
+/// Send buffers at most (allocated on first use): twice the largest grant,
+/// so a reply never finds them all in flight while completions lag.
+const SEND_DEPTH: u32 = 2 * QP_DEPTH;
+/// A connection whose disconnect (after a fatal error) has not completed
+/// within this many seconds is closed by the tick.
+const DISCONNECT_GRACE_S: i64 = 30;
 /// Octets of Receive buffers a server connection posts before its first call;
 /// it posts more when the client uses every credit.
 const RECV_BUDGET: u32 = 64 * 1024;
@@ -338,29 +344,29 @@ impl State {
                 return Err(e);
             }
         };
+        {
+            let mut g = conn.inner.lock();
+            g.peer_addr = Some(sa);
+            g.state.advance(ConnState::Resolving);
+        }
+        // Without the lock (it allocates). The handlers of the events that
+        // follow need only their HandlerId; the id is stored just after.
+        if let Err(e) = cm.resolve_addr(&endpoint(&sa), RESOLVE_TIMEOUT_MS) {
+            self.stats.inc(Counter::ErrResolve);
+            conn.close(Closed::ResolveFailed, e.to_errno());
+            drop(cm);
+            return Err(e);
+        }
         let mut g = conn.inner.lock();
         if g.state.is_closed() {
-            // `disconnect ID` came first: the id goes with nothing started.
+            // Closed meanwhile (`disconnect ID`, or an ADDR_ERROR): the id
+            // goes now, outside the lock.
             drop(g);
             drop(cm);
-            return Err(enotconn());
+            return Ok(());
         }
-        g.peer_addr = Some(sa);
-        g.state.advance(ConnState::Resolving);
-        // Events cannot reach the handler before we release `g`: it locks it.
-        match cm.resolve_addr(&endpoint(&sa), RESOLVE_TIMEOUT_MS) {
-            Ok(()) => {
-                g.cm = Some(cm);
-                Ok(())
-            }
-            Err(e) => {
-                drop(g);
-                self.stats.inc(Counter::ErrResolve);
-                conn.close(Closed::ResolveFailed, e.to_errno());
-                drop(cm);
-                Err(e)
-            }
-        }
+        g.cm = Some(cm);
+        Ok(())
     }
 
     fn find(&self, id: u32) -> Result<Arc<Conn>> {
@@ -415,16 +421,19 @@ impl State {
         for l in listeners.iter() {
             l.stop();
         }
-        if let Ok(open) = self.open_snapshot() {
-            for c in open.iter() {
-                c.close(Closed::Unloaded, 0);
-            }
+        // One at a time, taken out under the lock without allocating: every
+        // open connection is closed, so its id (which refers back to it) goes.
+        loop {
+            let next = {
+                let mut g = self.conns.lock();
+                let id = g.open.keys().next().copied();
+                id.and_then(|id| g.open.remove(&id))
+            };
+            let Some(c) = next else { break };
+            c.close(Closed::Unloaded, 0);
         }
-        let g = &mut *self.conns.lock();
-        let closed = core::mem::take(&mut g.closed);
-        let open = core::mem::take(&mut g.open);
+        let closed = core::mem::take(&mut self.conns.lock().closed);
         drop(closed);
-        drop(open);
     }
 }
 
@@ -440,20 +449,24 @@ fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
 }
 
 impl Ticker for State {
-    /// Closes server connections idle for longer than `idle_timeout`.
+    /// Closes server connections idle for longer than `idle_timeout`, and
+    /// connections whose disconnect after a fatal error never completed.
     fn tick(&self) {
-        let timeout = param::idle_timeout();
-        if timeout == 0 {
-            return;
-        }
         let Ok(open) = self.open_snapshot() else {
             return;
         };
-        let limit = i64::from(timeout) * 1_000_000_000;
+        let timeout = i64::from(param::idle_timeout()) * 1_000_000_000;
+        let grace = DISCONNECT_GRACE_S * 1_000_000_000;
         let now = now_ns();
-        for c in open.iter().filter(|c| c.role == Role::Server) {
-            if now - c.last_active.load(Ordering::Relaxed) > limit
-                && c.inner.lock().state.is_established()
+        for c in open.iter() {
+            let quiet = now - c.last_active.load(Ordering::Relaxed);
+            let state = c.inner.lock().state;
+            if state == ConnState::Disconnecting && quiet > grace {
+                c.close(Closed::Disconnected, 0);
+            } else if c.role == Role::Server
+                && timeout != 0
+                && quiet > timeout
+                && state.is_established()
                 && c.close(Closed::IdleTimeout, 0)
             {
                 self.stats.inc(Counter::IdleDisconnects);
@@ -593,7 +606,7 @@ impl Conn {
             g.buffer_sizes()
         };
         id.create_qp(&QpAttr {
-            send_depth: QP_DEPTH,
+            send_depth: SEND_DEPTH,
             recv_depth: RECV_DEPTH,
             recv_initial: RECV_DEPTH,
             send_size: send,
@@ -811,7 +824,7 @@ impl Listener {
             None => &[],
         };
         let attr = QpAttr {
-            send_depth: QP_DEPTH,
+            send_depth: SEND_DEPTH,
             recv_depth: RECV_DEPTH,
             recv_initial: initial_receives(recv, RECV_BUDGET, RECV_DEPTH),
             send_size: send,

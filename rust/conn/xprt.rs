@@ -274,10 +274,7 @@ impl Conn {
     /// A Receive completed on this connection's QP.
     pub(super) fn on_recv(&self, qp: &Qp, wc: &Completion<'_>) {
         if wc.status != 0 {
-            if wc.status != WC_FLUSHED {
-                self.count(X::RecvErrors, 1);
-                self.fatal(qp);
-            }
+            self.failed_completion(qp, wc.status, X::RecvErrors);
             return;
         }
         self.touch();
@@ -290,8 +287,21 @@ impl Conn {
 
     /// A Send completed.
     pub(super) fn on_send_done(&self, qp: &Qp, wc: &Completion<'_>) {
-        if wc.status != 0 && wc.status != WC_FLUSHED {
-            self.count(X::SendErrors, 1);
+        if wc.status != 0 {
+            self.failed_completion(qp, wc.status, X::SendErrors);
+        }
+    }
+
+    /// A work request completed in error. A flush while the connection is
+    /// still established means the QP went to the error state for a reason
+    /// we did not see (a registration or invalidation that failed, an
+    /// asynchronous QP error): as fatal as the error itself. Flushes after
+    /// that, or at teardown, are expected.
+    fn failed_completion(&self, qp: &Qp, status: i32, counter: X) {
+        if status != WC_FLUSHED {
+            self.count(counter, 1);
+            self.fatal(qp);
+        } else if self.inner.lock().state.is_established() {
             self.fatal(qp);
         }
     }
@@ -304,9 +314,14 @@ impl Conn {
     fn fatal(&self, qp: &Qp) {
         {
             let mut g = self.inner.lock();
+            if g.state.is_closed() || g.state == ConnState::Disconnecting {
+                return;
+            }
             g.state.advance(ConnState::Disconnecting);
             g.x.fail_all(enotconn().to_errno());
         }
+        // The tick closes a connection whose disconnect never completes.
+        self.touch();
         self.cv.notify_all();
         let _ = qp.disconnect();
     }
@@ -382,7 +397,7 @@ impl Conn {
             match self.serve_with_chunks(qp, &call, s2c, reminv) {
                 Ok(()) => {}
                 Err(e) if e == enotconn() => {}
-                Err(e) if e == EBUSY => self.count(X::SendBusy, 1),
+                Err(e) if e == EBUSY => self.send_failed(qp, e),
                 Err(e) if e == EIO => {
                     // An RDMA Read or Write failed (a bad rkey, say): the QP
                     // is in error, nothing can be answered.
@@ -425,7 +440,7 @@ impl Conn {
                 self.count(X::RepliesTooLarge, 1);
                 self.send_error(qp, h.xid, credits, ErrorBody::Chunk);
             }
-            Err(e) => self.send_failed(e),
+            Err(e) => self.send_failed(qp, e),
         }
     }
 
@@ -633,12 +648,20 @@ impl Conn {
         Ok(())
     }
 
-    fn send_failed(&self, e: Error) {
+    /// A reply could not be sent: its call is lost to the client, whose
+    /// credit would stay taken, so the connection ends (as svcrdma does).
+    /// `EBUSY` (every Send buffer in flight) cannot happen while the client
+    /// keeps to its credits: the Send buffers are twice the largest grant.
+    fn send_failed(&self, qp: &Qp, e: Error) {
+        if e == enotconn() {
+            return;
+        }
         if e == EBUSY {
             self.count(X::SendBusy, 1);
         } else {
             self.count(X::SendErrors, 1);
         }
+        self.fatal(qp);
     }
 
     fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
@@ -646,7 +669,7 @@ impl Conn {
             encode_error(buf, xid, credits, body).map_err(short)
         }) {
             Ok(()) => self.count(X::RdmaErrorSent, 1),
-            Err(e) => self.send_failed(e),
+            Err(e) => self.send_failed(qp, e),
         }
     }
 }

@@ -33,6 +33,7 @@ struct rpcrdma_cm_chunk {
 	struct ib_mr *mr;
 	int nents;		/* ib_dma_map_sg() result; 0 when not mapped */
 	struct ib_cqe reg_cqe, inv_cqe;
+	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
 	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
 	int mr_status;		/* first failed completion, else 0 */
 	/* RDMA Read / Write */
@@ -195,6 +196,7 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 		atomic_dec(&c->inflight);
 		goto out;
 	}
+	c->registered = true;
 	*rkey = mr->rkey;
 	*iova = mr->iova;
 out:
@@ -215,7 +217,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	int posted = 0;
 	u32 i;
 
-	if (c->mr && c->nents && !remotely_invalidated && !rpcrdma_cm_qp_enter(qp)) {
+	if (c->registered && !remotely_invalidated && !rpcrdma_cm_qp_enter(qp)) {
 		struct ib_send_wr inv = {
 			.opcode = IB_WR_LOCAL_INV,
 			.wr_cqe = &c->inv_cqe,
@@ -239,8 +241,18 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	 * error state, and a peer writing through it must find no mapping
 	 * behind it, never one to memory that is about to be reused.
 	 */
-	if (c->mr)
-		ib_dereg_mr(c->mr);
+	if (c->mr && ib_dereg_mr(c->mr)) {
+		/*
+		 * The registration may still be live: keep the memory mapped and
+		 * allocated for good rather than hand it back while the peer can
+		 * reach it.
+		 */
+		pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed: leaking a chunk of %u pages\n",
+				   c->npages);
+		kfree(c);
+		rpcrdma_cm_qp_put(qp);
+		return posted;
+	}
 	if (c->nents)
 		ib_dma_unmap_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
 	for (i = 0; i < c->npages; i++)

@@ -214,22 +214,44 @@ int rpcrdma_cm_reject(struct rdma_cm_id *id)
 /* The module's workqueue -------------------------------------------------- */
 
 static struct workqueue_struct *rpcrdma_cm_workqueue;
+static struct workqueue_struct *rpcrdma_cm_recv_workqueue;
 
 /*
- * WQ_MEM_RECLAIM: connection teardown frees memory and must make progress
- * when memory is short (NFS writeback will depend on it).
+ * Two queues: teardown (and the tick) on one, Receive handling on the other.
+ * A teardown waits for its QP's Receive work (flush_work); on one queue a
+ * full set of teardowns could wait for Receive work that no worker is left
+ * to run. WQ_MEM_RECLAIM: both free memory or answer the peer, and must make
+ * progress when memory is short (NFS writeback will depend on them).
  */
 int rpcrdma_cm_wq_create(void)
 {
 	rpcrdma_cm_workqueue = alloc_workqueue("rpcrdma_cm", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
-	return rpcrdma_cm_workqueue ? 0 : -ENOMEM;
+	rpcrdma_cm_recv_workqueue = alloc_workqueue("rpcrdma_cm_recv",
+						    WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
+	if (!rpcrdma_cm_workqueue || !rpcrdma_cm_recv_workqueue) {
+		rpcrdma_cm_wq_destroy();
+		return -ENOMEM;
+	}
+	return 0;
 }
 
-/* Waits for every work item queued, then frees the workqueue. */
+/*
+ * Waits for every work item queued, then frees the queues: teardown first
+ * (every QP torn down has flushed its Receive work), then Receives.
+ */
 void rpcrdma_cm_wq_destroy(void)
 {
-	destroy_workqueue(rpcrdma_cm_workqueue);
+	if (rpcrdma_cm_workqueue)
+		destroy_workqueue(rpcrdma_cm_workqueue);
 	rpcrdma_cm_workqueue = NULL;
+	if (rpcrdma_cm_recv_workqueue)
+		destroy_workqueue(rpcrdma_cm_recv_workqueue);
+	rpcrdma_cm_recv_workqueue = NULL;
+}
+
+struct workqueue_struct *rpcrdma_cm_recv_wq(void)
+{
+	return rpcrdma_cm_recv_workqueue;
 }
 
 struct workqueue_struct *rpcrdma_cm_wq(void)

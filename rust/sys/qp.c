@@ -11,8 +11,9 @@
  * idle connection so costs its initial Receives, whatever the sizes.
  *
  * Receive completions are handed to Rust from a work item on the module's
- * workqueue (process context, one message at a time, in order), so the
- * handler may sleep, for instance while it pulls a Read chunk with RDMA Read.
+ * Receive workqueue (process context, one message at a time, in order), so
+ * the handler may sleep, for instance while it pulls a Read chunk with RDMA
+ * Read.
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
  * new is posted; drains the QP (every posted WR completes, flushed if need
@@ -98,6 +99,9 @@ int rpcrdma_cm_qp_disconnect(struct rpcrdma_cm_qp *qp)
 	return rdma_disconnect(qp->id);
 }
 
+/* A Send slot whose buffer is being allocated. */
+#define RPCRDMA_CM_SLOT_TAKEN ((struct rpcrdma_cm_buf *)1)
+
 static struct rpcrdma_cm_buf *rpcrdma_cm_buf_alloc(struct rpcrdma_cm_qp *qp, u32 size,
 						   enum dma_data_direction dir)
 {
@@ -167,9 +171,11 @@ static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
 	b->cqe.done = rpcrdma_cm_recv_done;
 	ib_dma_sync_single_for_device(b->qp->id->device, b->dma, b->size,
 				      DMA_FROM_DEVICE);
+	/* Counted first: the completion may run before ib_post_recv() returns. */
+	atomic_inc(&b->qp->recv_posted);
 	ret = ib_post_recv(b->qp->id->qp, &wr, NULL);
-	if (!ret)
-		atomic_inc(&b->qp->recv_posted);
+	if (ret)
+		atomic_dec(&b->qp->recv_posted);
 	return ret;
 }
 
@@ -188,7 +194,7 @@ static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&qp->lock, flags);
 	list_add_tail(&b->list, &qp->recv_ready);
 	spin_unlock_irqrestore(&qp->lock, flags);
-	queue_work(rpcrdma_cm_wq(), &qp->recv_work);
+	queue_work(rpcrdma_cm_recv_wq(), &qp->recv_work);
 }
 
 /* Process context: hand each queued message to Rust, then repost its buffer. */
@@ -295,7 +301,7 @@ void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *poste
 	*posted = atomic_read(&qp->recv_posted);
 }
 
-/* Send buffers allocated so far. */
+/* Send buffers allocated so far (and being allocated). */
 u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp)
 {
 	return READ_ONCE(qp->nsend);
@@ -427,7 +433,7 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 	wait_event(qp->wq, atomic_read(&qp->users) == 0);
 	if (qp->id->qp)
 		rdma_destroy_qp(qp->id);
-	rpcrdma_cm_bufs_free(qp, qp->send, qp->nsend, DMA_TO_DEVICE);
+	rpcrdma_cm_bufs_free(qp, qp->send, qp->send_depth, DMA_TO_DEVICE);
 	rpcrdma_cm_bufs_free(qp, qp->recv, qp->nrecv, DMA_FROM_DEVICE);
 	qp->send = NULL;
 	qp->recv = NULL;
@@ -464,16 +470,23 @@ int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, list);
 		list_del(&b->list);
 	} else if (qp->nsend < qp->send_depth) {
-		slot = qp->nsend++;
+		/* A free slot exists: take it until the buffer is there. */
+		for (slot = 0; qp->send[slot]; slot++)
+			;
+		qp->send[slot] = RPCRDMA_CM_SLOT_TAKEN;
+		qp->nsend++;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (slot >= 0) {
 		b = rpcrdma_cm_buf_alloc(qp, qp->send_size, DMA_TO_DEVICE);
-		if (b) {
+		if (b)
 			b->cqe.done = rpcrdma_cm_send_done;
-			/* Teardown, which frees the slots, waits for us (@users). */
-			qp->send[slot] = b;
-		}
+		spin_lock_irqsave(&qp->lock, flags);
+		/* Teardown, which frees the slots, waits for us (@users). */
+		qp->send[slot] = b;
+		if (!b)
+			qp->nsend--;	/* the slot can be taken again */
+		spin_unlock_irqrestore(&qp->lock, flags);
 	}
 	if (!b) {
 		rpcrdma_cm_qp_leave(qp);

@@ -60,10 +60,10 @@ struct rpcrdma_cm_qp {
 	u32 rw_wrs;
 	u32 send_size, recv_size;
 	u32 send_depth, recv_depth;
-	u32 nsend;		/* Send buffer slots used (allocated on demand) */
+	u32 nsend;		/* Send slots used (buffers allocated on demand) */
 	u32 nrecv;		/* Receive buffers allocated, each posted or in use */
 	atomic_t recv_posted;	/* of those, posted and not completed */
-	struct rpcrdma_cm_buf **send;	/* @send_depth slots */
+	struct rpcrdma_cm_buf **send;	/* @send_depth slots, NULL when free */
 	struct rpcrdma_cm_buf **recv;	/* @recv_depth slots */
 };
 

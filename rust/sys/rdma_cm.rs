@@ -317,8 +317,9 @@ impl Ctx {
 
     /// Drains and frees the QP with its buffers and CQ, and (once the last
     /// handle is gone) its PD, if there is one. Callers are not completion
-    /// handlers nor the id's handler, and no handler can create a QP
-    /// meanwhile (`dead` is set).
+    /// handlers, hold no handle of the QP, and no handler can create a QP
+    /// meanwhile (`dead` is set, or, for a request whose accept failed, the
+    /// caller is the only one who knows the context).
     fn destroy_qp(&self) {
         let qp = self.qp.swap(ptr::null_mut(), Ordering::AcqRel);
         if !qp.is_null() {
@@ -353,11 +354,13 @@ pub(crate) struct CmId {
 // CM functions used (rdma_disconnect, rdma_resolve_addr, rdma_listen, and the
 // locked destroy in Drop) may be called from any process context.
 unsafe impl Send for CmId {}
-// SAFETY: `&CmId` allows `listen` and `resolve_addr`, which the owner calls
-// once before any event can arrive, and `qp`, which loads the pointer
-// atomically and takes a counted reference; the QP cannot be freed during that
-// call because only the owner's drop (which needs the `CmId` by value) or the
-// deferred teardown (queued by that drop) frees it.
+// SAFETY: `&CmId` allows `listen`, `resolve_addr` and `qp`. The RDMA CM
+// serialises concurrent calls on one id itself (its state machine moves under
+// the id's lock, and a call made in the wrong state fails with an error), so
+// two threads calling the first two cannot corrupt anything. `qp` loads the
+// pointer atomically and takes a counted reference; the QP cannot be freed
+// during that call because only the owner's drop (which needs the `CmId` by
+// value) or the deferred teardown (queued by that drop) frees it.
 unsafe impl Sync for CmId {}
 
 /// Where a CM id connects or listens.
@@ -615,6 +618,8 @@ impl HandlerId<'_> {
 pub(crate) struct ConnectRequest<'a> {
     id: *mut rdma_cm_id,
     adopted: Option<*mut Ctx>,
+    /// `rdma_accept()` was called and failed: it rejected the request itself.
+    accept_failed: bool,
     _listener: &'a Ctx,
 }
 
@@ -642,7 +647,9 @@ impl ConnectRequest<'_> {
             // SAFETY: the new id is live during CONNECT_REQUEST and its handler
             // lock is held (we run its handler); `pdata` is valid for `len`
             // octets.
-            to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) })
+            let r = to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) });
+            self.accept_failed = r.is_err();
+            r
         });
         if let Err(e) = accepted {
             c.destroy_qp();
@@ -757,12 +764,15 @@ extern "C" fn rpcrdma_cm_event_rs(
         let mut req = ConnectRequest {
             id,
             adopted: None,
+            accept_failed: false,
             _listener: ctx,
         };
         ctx.handler.connect_request(&mut req, &event);
         let Some(new_ctx) = req.adopted else {
-            // SAFETY: the new id is live and its handler lock is held.
-            unsafe { rpcrdma_cm_reject(id) };
+            if !req.accept_failed {
+                // SAFETY: the new id is live and its handler lock is held.
+                unsafe { rpcrdma_cm_reject(id) };
+            }
             return 1;
         };
         // SAFETY: set by ConnectRequest::accept; freed only by the new id's

@@ -100,6 +100,7 @@ int rpcrdma_cm_event_rs(struct rdma_cm_id *id, void *context,
 int rpcrdma_cm_wq_create(void);
 void rpcrdma_cm_wq_destroy(void);
 struct workqueue_struct *rpcrdma_cm_wq(void);
+struct workqueue_struct *rpcrdma_cm_recv_wq(void);
 
 /* Ids (contexts) alive: unload waits for none. */
 void rpcrdma_cm_live_get(void);
