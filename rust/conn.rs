@@ -27,7 +27,9 @@ use kernel::sync::{Arc, Mutex};
 use kernel::time::Ktime;
 
 mod client;
+mod svc;
 mod xprt;
+pub(crate) use svc::Factory;
 pub(crate) use xprt::{BenchFile, RpcsFile, XprtFile};
 
 use crate::proto::config::{listen_list, parse_command, Advert, Command};
@@ -38,11 +40,12 @@ use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
 use crate::sys::errno::enotconn;
 use crate::sys::param;
-use crate::sys::qp::{Qp, QpAttr};
+use crate::sys::qp::{Qp, QpAttr, RecvBuf};
 use crate::sys::rdma_cm::{
     CmHandler, CmId, Completion, ConnectRequest, DevCaps, Endpoint, Event, EventKind, HandlerId,
-    Names,
+    Names, Net,
 };
+use crate::sys::svc::{PendingXprt, SvcListenerRef, SvcXprt};
 use crate::sys::wait::KillableCondVar;
 use crate::sys::workqueue::Ticker;
 
@@ -173,11 +176,22 @@ impl State {
         ours: Option<PrivateData>,
         peer_ip: Option<IpAddr>,
     ) -> Result<Arc<Conn>> {
+        self.new_conn_for(role, ours, peer_ip, false)
+    }
+
+    fn new_conn_for(
+        self: &Arc<Self>,
+        role: Role,
+        ours: Option<PrivateData>,
+        peer_ip: Option<IpAddr>,
+        nfsd: bool,
+    ) -> Result<Arc<Conn>> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         Arc::pin_init(
             pin_init!(Conn {
                 id,
                 role,
+                nfsd,
                 peer_ip,
                 state: self.clone(),
                 xs: XprtStats::default(),
@@ -310,6 +324,28 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// Forgets a listener nfsd closed (or whose creation failed).
+    fn forget_listener(&self, l: &Arc<Listener>) {
+        let old = {
+            let mut g = self.listeners.lock();
+            let mut kept = KVec::with_capacity(g.len(), GFP_KERNEL);
+            match &mut kept {
+                Ok(k) => {
+                    for x in g.iter() {
+                        if !Arc::ptr_eq(x, l) {
+                            // Capacity reserved: cannot fail.
+                            let _ = k.push(x.clone(), GFP_KERNEL);
+                        }
+                    }
+                }
+                // No memory: the listener stays listed (dead) until unload.
+                Err(_) => return,
+            }
+            kept.map(|k| core::mem::replace(&mut *g, k))
+        };
+        drop(old);
     }
 
     /// Listens again on every endpoint whose listener lost its device.
@@ -448,6 +484,41 @@ fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
     Ok(v)
 }
 
+/// A first-in first-out queue (the 6.12 kernel crate has no VecDeque).
+struct Fifo<T> {
+    tree: RBTree<u64, T>,
+    next: u64,
+}
+
+impl<T> Fifo<T> {
+    fn new() -> Self {
+        Fifo {
+            tree: RBTree::new(),
+            next: 0,
+        }
+    }
+
+    fn push(&mut self, v: T) -> Result {
+        self.tree.try_create_and_insert(self.next, v, GFP_KERNEL)?;
+        self.next = self.next.wrapping_add(1);
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        let first = *self.tree.keys().next()?;
+        self.tree.remove(&first)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tree.iter().next().is_none()
+    }
+
+    /// Takes everything out (to be dropped outside the caller's lock).
+    fn take(&mut self) -> Fifo<T> {
+        core::mem::replace(self, Fifo::new())
+    }
+}
+
 impl Ticker for State {
     /// Closes server connections idle for longer than `idle_timeout`, and
     /// connections whose disconnect after a fatal error never completed.
@@ -480,6 +551,8 @@ impl Ticker for State {
 pub(crate) struct Conn {
     id: u32,
     role: Role,
+    /// Server: a connection of nfsd's (accepted on a listener nfsd made).
+    nfsd: bool,
     /// Server: the client's address, counted under `max_connections_per_peer`.
     peer_ip: Option<IpAddr>,
     state: Arc<State>,
@@ -510,6 +583,10 @@ struct ConnInner {
     ord: u8,
     cm: Option<CmId>,
     x: xprt::XprtState,
+    /// nfsd's reference on its transport, until nfsd detaches it.
+    svc: Option<SvcXprt>,
+    /// Calls received for nfsd, not yet handed to it.
+    svc_queue: Fifo<RecvBuf>,
 }
 
 impl ConnInner {
@@ -527,6 +604,8 @@ impl ConnInner {
             ord: 0,
             cm: None,
             x: xprt::XprtState::new(first_xid),
+            svc: None,
+            svc_queue: Fifo::new(),
         }
     }
 
@@ -576,17 +655,74 @@ impl Conn {
     /// [`Conn::close`], but the caller gets the id (if it was still held) to
     /// release it; `None` if the connection was closed already.
     fn close_keep_id(&self, why: Closed, status: i32) -> Option<Option<CmId>> {
-        let cm = {
+        let (cm, queued) = {
             let mut g = self.inner.lock();
             if !g.state.close(why, status) {
                 return None;
             }
             g.x.fail_all(enotconn().to_errno());
-            g.cm.take()
+            // nfsd closes its transport (xpo_detach follows).
+            if let Some(x) = &g.svc {
+                x.close();
+            }
+            (g.cm.take(), g.svc_queue.take())
         };
+        // Calls nfsd never saw: their buffers go back (the QP's teardown
+        // waits for them).
+        drop(queued);
         self.cv.notify_all();
         self.state.retire(self);
         Some(cm)
+    }
+
+    /// [`Conn::close`] from a context that must not wait for the QP's
+    /// holders (nfsd's xpo_detach, whose caller still holds some): the id's
+    /// teardown is deferred to the module's workqueue.
+    fn close_deferred(&self, why: Closed) {
+        if let Some(Some(cm)) = self.close_keep_id(why, 0) {
+            cm.drop_deferred();
+        }
+    }
+
+    /// A call arrived for nfsd: queue it and tell nfsd.
+    fn svc_received(&self, qp: &Qp, wc: &Completion<'_>) {
+        let Some(buf) = wc.keep() else {
+            return;
+        };
+        let mut g = self.inner.lock();
+        if g.state.is_closed() || g.svc.is_none() {
+            return;
+        }
+        if g.svc_queue.push(buf).is_err() {
+            // A call lost for want of memory would hold the client's credit
+            // for good: end the connection instead.
+            drop(g);
+            self.fatal(qp);
+            return;
+        }
+        if let Some(x) = &g.svc {
+            x.set_data(true);
+            x.enqueue();
+        }
+    }
+
+    /// The next call for nfsd, if any (xpo_recvfrom); with none, nfsd is told
+    /// so under the same lock the queue takes.
+    fn svc_dequeue(&self) -> Option<RecvBuf> {
+        let mut g = self.inner.lock();
+        let b = g.svc_queue.pop();
+        if b.is_none() {
+            if let Some(x) = &g.svc {
+                x.set_data(false);
+            }
+        }
+        b
+    }
+
+    /// nfsd detaches its transport: its reference goes.
+    fn svc_detach(&self) {
+        let x = self.inner.lock().svc.take();
+        drop(x);
     }
 
     fn stats(&self) -> &Stats {
@@ -726,20 +862,52 @@ enum ListenerState {
 pub(crate) struct Listener {
     ep: SocketAddr,
     state: Arc<State>,
+    /// A listener nfsd made: its transport and namespace.
+    svc: Option<(SvcListenerRef, Net)>,
     #[pin]
     inner: Mutex<ListenerState>,
+    /// nfsd's: connections accepted, waiting for nfsd's xpo_accept.
+    #[pin]
+    pending: Mutex<Fifo<PendingXprt>>,
 }
 
 impl Listener {
     fn new(state: Arc<State>, ep: SocketAddr) -> Result<Arc<Listener>> {
+        Self::new_with(state, ep, None)
+    }
+
+    /// A listener for nfsd, in its namespace (xpo_create).
+    fn new_for_nfsd(
+        state: Arc<State>,
+        ep: SocketAddr,
+        me: SvcListenerRef,
+        net: &Net,
+    ) -> Result<Arc<Listener>> {
+        Self::new_with(state, ep, Some((me, net.clone())))
+    }
+
+    fn new_with(
+        state: Arc<State>,
+        ep: SocketAddr,
+        svc: Option<(SvcListenerRef, Net)>,
+    ) -> Result<Arc<Listener>> {
         Arc::pin_init(
             pin_init!(Listener {
                 ep,
                 state,
+                svc,
                 inner <- new_mutex!(ListenerState::Dead),
+                pending <- new_mutex!(Fifo::new()),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// nfsd's xpo_accept: the next connection accepted, and whether more wait.
+    fn next_accepted(&self) -> (Option<PendingXprt>, bool) {
+        let mut g = self.pending.lock();
+        let next = g.pop();
+        (next, !g.is_empty())
     }
 
     fn is_dead(&self) -> bool {
@@ -756,7 +924,7 @@ impl Listener {
             }
             *g = ListenerState::Starting;
         }
-        let cm = CmId::new(self.clone())
+        let cm = CmId::new_in(self.clone(), self.svc.as_ref().map(|(_, n)| n))
             .and_then(|cm| cm.listen(&endpoint(&self.ep), BACKLOG).map(|()| cm));
         let cm = match cm {
             Ok(cm) => cm,
@@ -782,6 +950,9 @@ impl Listener {
     fn stop(&self) {
         let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Dead);
         drop(old);
+        // Connections nfsd never accepted go with the listener.
+        let pending = self.pending.lock().take();
+        drop(pending);
     }
 
     fn accept(&self, req: &mut ConnectRequest<'_>, ev: &Event<'_>) -> Result {
@@ -800,7 +971,12 @@ impl Listener {
         }
         let conn = match self
             .state
-            .new_conn(Role::Server, advertised(&Advert::default()), peer)
+            .new_conn_for(
+                Role::Server,
+                advertised(&Advert::default()),
+                peer,
+                self.svc.is_some(),
+            )
             .and_then(|c| self.state.register(&c).map(|()| c))
         {
             Ok(c) => c,
@@ -830,9 +1006,35 @@ impl Listener {
             send_size: send,
             recv_size: recv,
         };
+        // nfsd's connection: its transport exists before the first call can
+        // arrive, and nfsd learns of it once the connection is accepted.
+        let pending = match &self.svc {
+            Some((me, _)) => {
+                let made = me.new_conn(req).and_then(|p| {
+                    let ops = Arc::new(svc::NfsdConn(conn.clone()), GFP_KERNEL)?;
+                    let x = p.attach(ops)?;
+                    conn.inner.lock().svc = Some(x);
+                    Ok(p)
+                });
+                match made {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        st.inc(Counter::ErrAlloc);
+                        conn.close(Closed::AcceptFailed, e.to_errno());
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
         match req.accept(conn.clone(), bytes, &attr, ev.initiator_depth) {
             Ok(cm) => {
                 st.inc(Counter::Accepts);
+                if let (Some(p), Some((me, _))) = (pending, &self.svc) {
+                    if self.pending.lock().push(p).is_ok() {
+                        me.conn_pending();
+                    }
+                }
                 let mut g = conn.inner.lock();
                 if g.state.is_closed() {
                     // Closed meanwhile (`disconnect ID`): the accepted id goes
@@ -847,6 +1049,10 @@ impl Listener {
             Err(e) => {
                 st.inc(Counter::ErrAccept);
                 conn.close(Closed::AcceptFailed, e.to_errno());
+                // nfsd's transport goes too, never seen by nfsd.
+                let x = conn.inner.lock().svc.take();
+                drop(x);
+                drop(pending);
                 Err(e)
             }
         }
@@ -900,6 +1106,9 @@ impl Conn {
             self.role.name(),
             g.state.name()
         )?;
+        if self.nfsd {
+            m.write_str(" for=nfsd")?;
+        }
         if let ConnState::Closed(_, e) = g.state {
             if e != 0 {
                 write!(m, " error={}", e)?;
@@ -982,7 +1191,15 @@ impl Show for ListenersFile {
                 ListenerState::Listening { .. } => "listening",
                 ListenerState::Dead => "dead",
             };
-            writeln!(m, "addr={} state={}", l.ep, state)?;
+            write!(m, "addr={} state={}", l.ep, state)?;
+            if l.svc.is_some() {
+                write!(
+                    m,
+                    " for=nfsd pending={}",
+                    l.pending.lock().tree.iter().count()
+                )?;
+            }
+            writeln!(m)?;
         }
         Ok(())
     }

@@ -44,6 +44,7 @@ struct RpcrdmaCm {
     debugfs: Option<Dir>,
     watch: Option<sys::ib_client::DeviceWatch>,
     tick: Option<sys::workqueue::Tick>,
+    svc: Option<sys::svc::SvcClass>,
     /// Dropped last: waits until every connection is torn down.
     queue: Option<sys::workqueue::ModuleQueue>,
 }
@@ -112,6 +113,7 @@ impl kernel::Module for RpcrdmaCm {
             debugfs: Some(dir),
             watch: None,
             tick: None,
+            svc: None,
             queue: Some(queue),
         };
         // On error `module` is dropped: its Drop tears down what was started.
@@ -125,6 +127,23 @@ impl kernel::Module for RpcrdmaCm {
             module.tick = Some(sys::workqueue::Tick::new(q, ticker, conn::TICK_MS)?);
         }
 
+        // nfsd can now create listeners of our server class.
+        let class = sys::param::svc_class();
+        if !class.is_empty() {
+            let factory: Arc<dyn sys::svc::SvcFactory> =
+                Arc::new(conn::Factory(module.state.clone()), GFP_KERNEL)?;
+            match sys::svc::SvcClass::register(class, factory) {
+                Ok(c) => module.svc = Some(c),
+                Err(e) if e == EEXIST => {
+                    pr_err!(
+                        "server transport class \"{}\" is registered already (by rpcrdma.ko?): unload it (modprobe -r rpcrdma) or load rpcrdma_cm with svc_class=OTHERNAME\n",
+                        class
+                    );
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
         pr_info!("loaded\n");
         Ok(module)
     }
@@ -144,6 +163,8 @@ impl Drop for RpcrdmaCm {
         // No more control writes, device news or ticks, then no listeners,
         // then no connections; then wait until every connection's teardown
         // (some deferred out of CM handlers) has finished.
+        // No transport of the class exists (each holds a module reference).
+        drop(self.svc.take());
         drop(self.debugfs.take());
         drop(self.watch.take());
         drop(self.tick.take());

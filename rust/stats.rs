@@ -104,6 +104,8 @@ counters! {
     CallsAbandoned => "calls_abandoned",
     RepliesAfterAbandon => "replies_after_abandon",
     ReceivesAdded => "receives_added",
+    SvcCalls => "nfsd_calls",
+    SvcCallsDropped => "nfsd_calls_dropped",
 }
 
 const N: usize = NAMES.len();

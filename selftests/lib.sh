@@ -3,6 +3,9 @@
 
 TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 KO=${KO:-$TOP/rpcrdma_cm.ko}
+# Linux's rpcrdma.ko is loaded as the peer and holds the server class name
+# "rdma": ours registers as "rdmacm" in the tests (nfsd's portlist names it).
+KO_ARGS=${KO_ARGS-svc_class=rdmacm}
 DBG=/sys/kernel/debug/rpcrdma_cm
 # Addresses that exist only inside the guest (TEST-NET-1, RFC 5737).
 ADDR=192.0.2.1
@@ -51,7 +54,7 @@ PARAMS=/sys/module/rpcrdma_cm/parameters
 # (Re)loads the module with the given parameters.
 load_module() {
 	unload_module || return 1
-	insmod "$KO" "$@" || { fail "insmod $*"; return 1; }
+	insmod "$KO" $KO_ARGS "$@" || { fail "insmod $*"; return 1; }
 }
 
 setp() { # name value: set a module parameter
@@ -188,7 +191,7 @@ start_nfsd() {
 	load_c_transport || return 1
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist 2>/dev/null && return 0
 	mkdir -p /tmp/export /run/rpcbind /var/lib/nfs/v4recovery
-	mountpoint -q /tmp/export || mount -t tmpfs -o size=64m tmpfs /tmp/export || return 1
+	mountpoint -q /tmp/export || mount -t tmpfs -o size=256m tmpfs /tmp/export || return 1
 	echo "/tmp/export *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)" >/etc/exports
 	mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd || return 1
 	# A short grace period: WRITE with the anonymous stateid waits it out.

@@ -56,6 +56,9 @@ ALL_TESTS="
 	abandoned_calls_keep_their_credit
 	device_removal_while_listener_starts
 	remote_invalidation_needs_device_support
+	svc_class_conflicts_with_rpcrdma
+	nfsd_over_rust_transport
+	rmmod_refused_while_nfsd_uses_the_class
 	dmesg_clean
 "
 
@@ -72,7 +75,7 @@ rxe_on_dummy() {
 
 module_load_with_selftest() {
 	[ -r "$KO" ] || { fail "$KO missing: run make module"; return 1; }
-	diag insmod "$KO" selftest=1 || { fail "insmod failed"; diag klog; return 1; }
+	diag insmod "$KO" $KO_ARGS selftest=1 || { fail "insmod failed"; diag klog; return 1; }
 	module_loaded || { fail "/sys/module/rpcrdma_cm missing"; return 1; }
 	klog | grep -q 'rpcrdma_cm: loaded' || fail "no 'loaded' message"
 }
@@ -111,7 +114,7 @@ module_unload_removes_debugfs() {
 
 module_reload_without_selftest() {
 	# A second load proves the first unload released the debugfs name.
-	diag insmod "$KO" || { fail "second insmod failed"; return 1; }
+	diag insmod "$KO" $KO_ARGS || { fail "second insmod failed"; return 1; }
 	local passed
 	passed=$(stat selftest_passed) || { fail "no stats after reload"; return 1; }
 	[ "$passed" = 0 ] || { fail "selftest ran without selftest=1"; return 1; }
@@ -125,7 +128,7 @@ params_refuse_bad_values() {
 		"send_size=abc" "listen=192.0.2.1" "listen=host:20050" "listen=192.0.2.1:0" \
 		"max_connections=0" "max_connections=65536" "max_connections_per_peer=0" \
 		"idle_timeout=86401" "idle_timeout=-1" "test_teardown_delay_ms=60001"; do
-		if insmod "$KO" "$v" 2>/dev/null; then
+		if insmod "$KO" $KO_ARGS "$v" 2>/dev/null; then
 			ktap_print_msg "insmod $v was accepted"
 			rmmod rpcrdma_cm
 			ok=1
@@ -1150,7 +1153,7 @@ unload_stress_with_self_connections() {
 	local r i ok=0 t0=$SECONDS
 	unload_module || return 1
 	for ((r = 0; r < 50; r++)); do
-		insmod "$KO" listen="$ADDR:$PORT" || { fail "round $r: insmod"; return 1; }
+		insmod "$KO" $KO_ARGS listen="$ADDR:$PORT" || { fail "round $r: insmod"; return 1; }
 		for ((i = 0; i < 8; i++)); do
 			echo "connect $ADDR $PORT" >"$DBG/control" || { fail "round $r: connect"; ok=1; }
 		done
@@ -1285,7 +1288,7 @@ abandoned_calls_keep_their_credit() {
 device_removal_while_listener_starts() {
 	local t0 took rc ipid id ok=0
 	unload_module || return 1
-	insmod "$KO" listen="$ADDR:$PORT" test_listen_delay_ms=4000 &
+	insmod "$KO" $KO_ARGS listen="$ADDR:$PORT" test_listen_delay_ms=4000 &
 	ipid=$!
 	sleep 1.5
 	grep -q "state=starting" "$DBG/listeners" 2>/dev/null || ktap_print_msg "listeners: $(cat "$DBG/listeners" 2>&1)"
@@ -1337,6 +1340,112 @@ remote_invalidation_needs_device_support() {
 	ktap_print_msg "first XIDs: connection $id $x1, connection $id2 $x2"
 	[ "$x1" != "$(printf '0x%08x' $(((id << 24) + 1)))" ] && [ "$x2" != "$(printf '0x%08x' $((id2 << 24)))" ] ||
 		{ fail "XIDs are not random"; ok=1; }
+	return $ok
+}
+
+# Linux's rpcrdma.ko holds the server class name "rdma": loading ours with
+# the default name fails with one clear line; another name works and shows
+# in /proc/sys/sunrpc/transports.
+svc_class_conflicts_with_rpcrdma() {
+	local ok=0
+	load_c_transport || return 1
+	unload_module || return 1
+	if insmod "$KO" 2>/dev/null; then
+		fail "loaded with svc_class=rdma while rpcrdma.ko holds it"
+		rmmod rpcrdma_cm
+		return 1
+	fi
+	klog | grep -q 'rpcrdma_cm: server transport class "rdma" is registered already' ||
+		{ fail "no message saying why"; ok=1; }
+	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
+	insmod "$KO" svc_class=rdmacm || { fail "insmod svc_class=rdmacm"; return 1; }
+	ktap_print_msg "transports: $(tr '\n' ' ' </proc/sys/sunrpc/transports)"
+	grep -q '^rdmacm ' /proc/sys/sunrpc/transports || { fail "class rdmacm not registered"; ok=1; }
+	grep -q '^rdma ' /proc/sys/sunrpc/transports || { fail "rpcrdma.ko's class gone"; ok=1; }
+	return $ok
+}
+
+# NFS_PORT: where nfsd listens through our class in the tests.
+NFS_PORT=20051
+
+# nfsd listening through our class (rdmacm, port $NFS_PORT) next to
+# svcrdma's (rdma 20049). Idempotent.
+start_nfsd_on_ours() {
+	start_nfsd || return 1
+	grep -q "rdmacm $NFS_PORT" /proc/fs/nfsd/portlist && return 0
+	echo "rdmacm $NFS_PORT" >/proc/fs/nfsd/portlist || return 1
+	grep -q "rdmacm $NFS_PORT" /proc/fs/nfsd/portlist
+}
+
+# nfs_session VERS: mounts nfsd through our transport with Linux's NFS client
+# (xprtrdma) at NFS version VERS and does what users do: a 16 MiB file of
+# random octets in and out (checked byte for byte, read back after dropping
+# the page cache), a directory of 300 entries, rename, hard link, symlink
+# and readlink. Prints nothing on success.
+nfs_session() {
+	local v=$1 src=/ mnt=/tmp/mnt_$1 d ok=0
+	[ "$v" = 3 ] && src=/tmp/export
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=$v,nolock "$ADDR:$src" "$mnt" ||
+		{ fail "mount vers=$v"; return 1; }
+	d=$mnt/v$v
+	mkdir -p "$d" || ok=1
+	cp /tmp/nfs_src.bin "$d/big" || { fail "vers=$v: copy in"; ok=1; }
+	cmp -s /tmp/nfs_src.bin "/tmp/export/v$v/big" || { fail "vers=$v: the server's copy differs"; ok=1; }
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/nfs_src.bin "$d/big" || { fail "vers=$v: read back differs"; ok=1; }
+	mkdir "$d/dir" || ok=1
+	for ((i = 0; i < 300; i++)); do : >"$d/dir/entry_$i" || { ok=1; break; }; done
+	echo 3 >/proc/sys/vm/drop_caches
+	[ "$(ls "$d/dir" | wc -l)" = 300 ] || { fail "vers=$v: $(ls "$d/dir" | wc -l) of 300 entries listed"; ok=1; }
+	mv "$d/big" "$d/renamed" && ln "$d/renamed" "$d/hard" && ln -s renamed "$d/sym" || { fail "vers=$v: rename/link/symlink"; ok=1; }
+	[ "$(readlink "$d/sym")" = renamed ] || { fail "vers=$v: readlink"; ok=1; }
+	cmp -s /tmp/nfs_src.bin "$d/sym" || { fail "vers=$v: data through the symlink differs"; ok=1; }
+	[ "$(command stat -c %h "/tmp/export/v$v/renamed")" = 2 ] || { fail "vers=$v: link count"; ok=1; }
+	rm -rf "$d" || { fail "vers=$v: remove the tree"; ok=1; }
+	[ ! -e "/tmp/export/v$v" ] || { fail "vers=$v: the tree is still on the server"; ok=1; }
+	umount "$mnt" || { fail "vers=$v: umount"; ok=1; }
+	return $ok
+}
+
+# Linux's NFS client (xprtrdma) mounts nfsd through our server transport at
+# NFS versions 3, 4.0, 4.1 and 4.2 and everything works, byte for byte; the
+# calls went through our connections (counters), including RDMA Reads
+# (WRITE data in Read chunks), Write chunks (READ data) and Reply chunks
+# (READDIR).
+nfsd_over_rust_transport() {
+	local v ok=0 before
+	load_module || return 1
+	start_nfsd_on_ours || { fail "nfsd does not listen on rdmacm $NFS_PORT"; return 1; }
+	ktap_print_msg "portlist: $(tr '\n' ' ' </proc/fs/nfsd/portlist); listeners: $(tr '\n' ' ' <"$DBG/listeners")"
+	grep -q "for=nfsd" "$DBG/listeners" || { fail "no listener for nfsd"; ok=1; }
+	head -c $((16 << 20)) /dev/urandom >/tmp/nfs_src.bin
+	for v in 3 4.0 4.1 4.2; do
+		before=$(stat nfsd_calls)
+		nfs_session "$v" || ok=1
+		ktap_print_msg "vers=$v: $(($(stat nfsd_calls) - before)) calls through our transport"
+		[ "$(stat nfsd_calls)" -gt "$before" ] || { fail "vers=$v: no call went through our transport"; ok=1; }
+	done
+	ktap_print_msg "$(grep -E '^(nfsd_calls|nfsd_calls_dropped|rdma_reads|rdma_writes|replies_sent_inline|replies_sent_write_list|replies_sent_reply_chunk|send_with_invalidate|rdma_error_sent) ' "$DBG/stats" | tr '\n' ' ')"
+	[ "$(stat rdma_reads)" -gt 0 ] || { fail "no RDMA Read (WRITE data in Read chunks)"; ok=1; }
+	[ "$(stat replies_sent_write_list)" -gt 0 ] || { fail "no reply through a Write chunk (READ)"; ok=1; }
+	[ "$(stat nfsd_calls_dropped)" = 0 ] || { fail "calls dropped"; ok=1; }
+	grep " for=nfsd" "$DBG/connections" | head -2 | sed 's/^/# /'
+	return $ok
+}
+
+# rmmod is refused while nfsd has a listener or a connection of our class,
+# and works once nfsd has stopped.
+rmmod_refused_while_nfsd_uses_the_class() {
+	local ok=0
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	rmmod rpcrdma_cm 2>/dev/null && { fail "rmmod succeeded while nfsd listens through us"; return 1; }
+	module_loaded || { fail "module gone"; return 1; }
+	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused after nfsd stopped: $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
 

@@ -281,6 +281,7 @@ impl Conn {
         self.count(X::BytesRecv, wc.data.len() as u64);
         match self.role {
             Role::Client => self.reply_received(wc.data, wc.invalidated),
+            Role::Server if self.nfsd => self.svc_received(qp, wc),
             Role::Server => self.call_received(qp, wc.data),
         }
     }
@@ -311,7 +312,7 @@ impl Conn {
     /// (state `disconnecting`), then disconnect (as xprtrdma and svcrdma do);
     /// the DISCONNECTED event closes the connection when the peer answers or
     /// the CM gives up.
-    fn fatal(&self, qp: &Qp) {
+    pub(super) fn fatal(&self, qp: &Qp) {
         {
             let mut g = self.inner.lock();
             if g.state.is_closed() || g.state == ConnState::Disconnecting {
@@ -344,13 +345,14 @@ impl Conn {
         grant
     }
 
-    fn call_received(&self, qp: &Qp, data: &[u8]) {
+    /// Decodes a call's transport header: counts it, grants credits (growing
+    /// the Receives first when needed) and answers what cannot be served
+    /// (RFC 8166 Section 4.5). `None` when nothing is left to do.
+    pub(super) fn decode_call<'a>(&self, qp: &Qp, data: &'a [u8]) -> Option<Incoming<'a>> {
         let (s2c, reminv) = {
             let g = self.inner.lock();
-            match &g.negotiated {
-                Some(n) => (n.s2c, n.remote_invalidation),
-                None => return,
-            }
+            let n = g.negotiated.as_ref()?;
+            (n.s2c, n.remote_invalidation)
         };
         self.count(X::CallsReceived, 1);
         let grant = self.grant(qp);
@@ -359,7 +361,7 @@ impl Conn {
             Err((xid, e)) => {
                 self.count(X::HeaderErrors, 1);
                 let (Some(code), Some(xid)) = (e.reply_code(), xid) else {
-                    return;
+                    return None;
                 };
                 let body = if code == crate::proto::header::ERR_VERS {
                     ErrorBody::Vers {
@@ -370,7 +372,7 @@ impl Conn {
                     ErrorBody::Chunk
                 };
                 self.send_error(qp, xid, grant, body);
-                return;
+                return None;
             }
         };
         // Never more than the client asks for (RFC 8166 Section 3.3.1).
@@ -380,45 +382,68 @@ impl Conn {
             Body::NoMsg(c) => (c, true),
             Body::Error(_) => {
                 self.count(X::RdmaErrorReceived, 1);
-                return;
+                return None;
             }
         };
+        Some(Incoming {
+            call: CallIn {
+                xid: h.xid,
+                credits,
+                chunks,
+                inline: if nomsg { &[] } else { &data[h.len..] },
+            },
+            nomsg,
+            s2c,
+            reminv,
+        })
+    }
+
+    /// A call could not be served: `e` says why.
+    pub(super) fn call_failed(&self, qp: &Qp, xid: u32, credits: u32, e: Error) {
+        if e == enotconn() {
+        } else if e == EBUSY {
+            self.send_failed(qp, e);
+        } else if e == EIO {
+            // An RDMA Read or Write failed (a bad rkey, say): the QP is in
+            // error, nothing can be answered.
+            self.count(X::ChunkErrors, 1);
+            self.fatal(qp);
+        } else {
+            // A chunk we could not pull or fill, or a reply that fits nowhere
+            // the requester offered (RFC 8166 Section 4.5).
+            self.count(X::ChunkErrors, 1);
+            self.send_error(qp, xid, credits, ErrorBody::Chunk);
+        }
+    }
+
+    fn call_received(&self, qp: &Qp, data: &[u8]) {
+        let Some(Incoming {
+            call,
+            nomsg,
+            s2c,
+            reminv,
+        }) = self.decode_call(qp, data)
+        else {
+            return;
+        };
+        let chunks = &call.chunks;
         if nomsg
             || chunks.read_segments() != 0
             || chunks.write_chunks() != 0
             || chunks.reply_chunk().is_some()
         {
-            let call = CallIn {
-                xid: h.xid,
-                credits,
-                chunks,
-                inline: if nomsg { &[] } else { &data[h.len..] },
-            };
-            match self.serve_with_chunks(qp, &call, s2c, reminv) {
-                Ok(()) => {}
-                Err(e) if e == enotconn() => {}
-                Err(e) if e == EBUSY => self.send_failed(qp, e),
-                Err(e) if e == EIO => {
-                    // An RDMA Read or Write failed (a bad rkey, say): the QP
-                    // is in error, nothing can be answered.
-                    self.count(X::ChunkErrors, 1);
-                    self.fatal(qp);
-                }
-                Err(_) => {
-                    // A chunk we could not pull or fill, or a reply that fits
-                    // nowhere the requester offered (RFC 8166 Section 4.5).
-                    self.count(X::ChunkErrors, 1);
-                    self.send_error(qp, h.xid, credits, ErrorBody::Chunk);
-                }
+            if let Err(e) = self.serve_with_chunks(qp, &call, s2c, reminv) {
+                self.call_failed(qp, call.xid, call.credits, e);
             }
             return;
         }
-        let rpc = &data[h.len..];
+        let (xid, credits) = (call.xid, call.credits);
+        let rpc = call.inline;
         let res = qp.send(None, |buf| {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
             let spec = MsgSpec {
-                xid: h.xid,
+                xid,
                 credits,
                 nomsg: false,
                 reads: &[],
@@ -438,14 +463,14 @@ impl Conn {
                 // The reply does not fit the server-to-client threshold and the
                 // call offered no Reply chunk (RFC 8166 Section 4.5.3).
                 self.count(X::RepliesTooLarge, 1);
-                self.send_error(qp, h.xid, credits, ErrorBody::Chunk);
+                self.send_error(qp, xid, credits, ErrorBody::Chunk);
             }
             Err(e) => self.send_failed(qp, e),
         }
     }
 
     /// Pulls the call's Read chunks (RDMA Read) into the whole RPC message.
-    fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
+    pub(super) fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
         let pulled = call
             .chunks
             .read_list()
@@ -532,36 +557,31 @@ impl Conn {
         let mut out = VVec::with_capacity(msg.len() + 128, GFP_KERNEL)?;
         out.extend_with(msg.len() + 128, 0, GFP_KERNEL)?;
         let (n, ddp) = serve(&mut out, &msg)?;
-        let reply = &out[..n];
+        let route = ReplyRoute::of(call.xid, call.credits, &call.chunks)?;
+        self.send_reply(qp, &route, &out[..n], ddp, s2c, reminv)
+    }
 
-        // The call's Write chunks and Reply chunk.
-        let mut wchunks: KVec<KVec<Segment>> = KVec::new();
-        for segs in call.chunks.write_list() {
-            let mut v = KVec::new();
-            for seg in segs {
-                v.push(seg, GFP_KERNEL)?;
-            }
-            wchunks.push(v, GFP_KERNEL)?;
-        }
-        let mut rchunk: KVec<Segment> = KVec::new();
-        let has_reply_chunk = match call.chunks.reply_chunk() {
-            Some(segs) => {
-                for seg in segs {
-                    rchunk.push(seg, GFP_KERNEL)?;
-                }
-                true
-            }
-            None => false,
-        };
-
-        // The DDP-eligible result goes to the first Write chunk; the others are
-        // echoed unused (length 0).
+    /// Sends `reply` (a whole RPC reply message) the way the call's chunks
+    /// allow: its DDP-eligible result (`ddp`: offset and length in `reply`)
+    /// into the call's first Write chunk (the others are echoed unused,
+    /// length 0); the rest inline when the header and it fit `s2c`, else into
+    /// the Reply chunk (RDMA_NOMSG), else `EMSGSIZE` (the caller answers
+    /// RDMA_ERROR / ERR_CHUNK).
+    pub(super) fn send_reply(
+        &self,
+        qp: &Qp,
+        route: &ReplyRoute,
+        reply: &[u8],
+        ddp: Option<(usize, u32)>,
+        s2c: u32,
+        reminv: bool,
+    ) -> Result {
         let mut written: KVec<KVec<Segment>> = KVec::new();
         let mut rest = KVVec::new();
         let mut used_write = false;
-        for (i, w) in wchunks.iter().enumerate() {
+        for (i, w) in route.wchunks.iter().enumerate() {
             let data: &[u8] = match ddp {
-                Some((off, len)) if i == 0 => &reply[off..off + len as usize],
+                Some((off, len)) if i == 0 => reply.get(off..off + len as usize).ok_or(EINVAL)?,
                 _ => &[],
             };
             used_write |= !data.is_empty();
@@ -588,8 +608,8 @@ impl Conn {
         let inline = shape.len().saturating_add(rest.len()) <= s2c as usize;
         let rwritten = if inline {
             None
-        } else if has_reply_chunk {
-            Some(self.push(qp, &rchunk, &rest)?)
+        } else if let Some(rchunk) = &route.rchunk {
+            Some(self.push(qp, rchunk, &rest)?)
         } else {
             self.count(X::RepliesTooLarge, 1);
             return Err(emsgsize());
@@ -601,18 +621,19 @@ impl Conn {
         // Reply chunk's, else its Read chunk's (all FRWR-registered by a
         // requester that set R).
         let inv = if reminv {
-            wchunks
+            route
+                .wchunks
                 .first()
                 .and_then(|w| w.first())
-                .or(rchunk.first())
+                .or(route.rchunk.as_ref().and_then(|r| r.first()))
                 .map(|s| s.handle)
-                .or_else(|| call.chunks.read_list().next().map(|r| r.segment.handle))
+                .or(route.read_handle)
         } else {
             None
         };
         let spec = MsgSpec {
-            xid: call.xid,
-            credits: call.credits,
+            xid: route.xid,
+            credits: route.credits,
             nomsg: rwritten.is_some(),
             reads: &[],
             writes: &wrefs,
@@ -664,7 +685,7 @@ impl Conn {
         self.fatal(qp);
     }
 
-    fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
+    pub(super) fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
         match qp.send(None, |buf| {
             encode_error(buf, xid, credits, body).map_err(short)
         }) {
@@ -720,13 +741,64 @@ fn pad4(v: &mut VVec<u8>) -> Result {
     Ok(())
 }
 
-/// A received call that carries chunks.
-struct CallIn<'a> {
-    xid: u32,
-    credits: u32,
-    chunks: Chunks<'a>,
+/// Where a call's reply may go: its XID, the credits granted, and owned
+/// copies of the chunks it offered (they outlive the received message when
+/// nfsd answers later).
+pub(super) struct ReplyRoute {
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) wchunks: KVec<KVec<Segment>>,
+    pub(super) rchunk: Option<KVec<Segment>>,
+    /// The first Read segment's handle, for Send With Invalidate.
+    pub(super) read_handle: Option<u32>,
+}
+
+impl ReplyRoute {
+    pub(super) fn of(xid: u32, credits: u32, chunks: &Chunks<'_>) -> Result<ReplyRoute> {
+        let mut wchunks: KVec<KVec<Segment>> = KVec::new();
+        for segs in chunks.write_list() {
+            let mut v = KVec::new();
+            for seg in segs {
+                v.push(seg, GFP_KERNEL)?;
+            }
+            wchunks.push(v, GFP_KERNEL)?;
+        }
+        let rchunk = match chunks.reply_chunk() {
+            Some(segs) => {
+                let mut v = KVec::new();
+                for seg in segs {
+                    v.push(seg, GFP_KERNEL)?;
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        Ok(ReplyRoute {
+            xid,
+            credits,
+            wchunks,
+            rchunk,
+            read_handle: chunks.read_list().next().map(|r| r.segment.handle),
+        })
+    }
+}
+
+/// A decoded call, with the connection's thresholds.
+pub(super) struct Incoming<'a> {
+    pub(super) call: CallIn<'a>,
+    /// RDMA_NOMSG: the whole call is in a Position-Zero Read chunk.
+    pub(super) nomsg: bool,
+    pub(super) s2c: u32,
+    pub(super) reminv: bool,
+}
+
+/// A received call and its chunk lists.
+pub(super) struct CallIn<'a> {
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) chunks: Chunks<'a>,
     /// The RPC message part in the Send (empty for RDMA_NOMSG).
-    inline: &'a [u8],
+    pub(super) inline: &'a [u8],
 }
 
 /// `rpcs`: the last calls issued through `control`, oldest first.

@@ -29,6 +29,8 @@ pub enum Closed {
     DeviceRemoved,
     /// `disconnect ID` on the control file.
     ClosedByUser,
+    /// nfsd closed its transport (stopping, idle, its own limits).
+    ClosedByNfsd,
     /// The server closed a connection that carried nothing for `idle_timeout`.
     IdleTimeout,
     /// The module was unloaded.
@@ -57,6 +59,7 @@ impl Closed {
             Closed::Disconnected => "disconnected",
             Closed::DeviceRemoved => "device_removed",
             Closed::ClosedByUser => "closed_by_user",
+            Closed::ClosedByNfsd => "closed_by_nfsd",
             Closed::IdleTimeout => "idle_timeout",
             Closed::Unloaded => "unloaded",
             Closed::CreateFailed => "create_failed",

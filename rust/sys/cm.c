@@ -45,11 +45,12 @@ static int rpcrdma_cm_event_handler(struct rdma_cm_id *id,
 	return rpcrdma_cm_event_rs(id, id->context, &ev);
 }
 
-int rpcrdma_cm_create_id(void *context, struct rdma_cm_id **out)
+/* In @net, or the initial namespace when NULL. */
+int rpcrdma_cm_create_id(void *context, struct net *net, struct rdma_cm_id **out)
 {
 	struct rdma_cm_id *id;
 
-	id = rdma_create_id(&init_net, rpcrdma_cm_event_handler, context,
+	id = rdma_create_id(net ? net : &init_net, rpcrdma_cm_event_handler, context,
 			    RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id))
 		return PTR_ERR(id);

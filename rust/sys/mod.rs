@@ -15,5 +15,6 @@ pub(crate) mod ib_client;
 pub(crate) mod param;
 pub(crate) mod qp;
 pub(crate) mod rdma_cm;
+pub(crate) mod svc;
 pub(crate) mod wait;
 pub(crate) mod workqueue;

@@ -12,6 +12,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/ctype.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -138,6 +139,45 @@ RPCRDMA_CM_UINT_PARAM(test_teardown_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long in a CM handler that closes its connection, before the teardown (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long between rdma_listen() and recording the listener (default 0)");
+
+/*
+ * The server transport class nfsd finds us by ("rdma" replaces rpcrdma.ko's;
+ * another name lets both be loaded, nfsd's portlist naming ours); empty: no
+ * server class.
+ */
+static char *svc_class = "rdma";
+
+static int rpcrdma_cm_set_svc_class(const char *val, const struct kernel_param *kp)
+{
+	size_t n = val ? strcspn(val, "\n") : 0, i;
+
+	if (!val || n > 15)
+		goto bad;
+	for (i = 0; i < n; i++)
+		if (!isalnum(val[i]) && val[i] != '_' && val[i] != '-')
+			goto bad;
+	return param_set_charp(val, kp);
+bad:
+	pr_err("svc_class=%.*s refused: at most 15 letters, digits, '_' or '-'\n",
+	       PARAM_TEXT(val));
+	return -EINVAL;
+}
+
+static const struct kernel_param_ops rpcrdma_cm_svc_class_ops = {
+	.set = rpcrdma_cm_set_svc_class,
+	.get = param_get_charp,
+	.free = param_free_charp,
+};
+
+module_param_cb(svc_class, &rpcrdma_cm_svc_class_ops, &svc_class, 0444);
+MODULE_PARM_DESC(svc_class,
+		 "Server transport class to register for nfsd (portlist \"NAME PORT\"); empty: none (default: rdma)");
+
+/* Read-only after load (0444): the string lives until the module is unloaded. */
+const char *rpcrdma_cm_param_svc_class(void)
+{
+	return svc_class ? svc_class : "";
+}
 
 static bool test_no_mem_mgt_ext;
 module_param(test_no_mem_mgt_ext, bool, 0644);

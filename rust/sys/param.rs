@@ -16,6 +16,7 @@ extern "C" {
     fn rpcrdma_cm_param_remote_invalidate() -> bool;
     fn rpcrdma_cm_param_legacy() -> bool;
     fn rpcrdma_cm_param_listen() -> *const c_char;
+    fn rpcrdma_cm_param_svc_class() -> *const c_char;
     fn rpcrdma_cm_param_max_connections() -> u32;
     fn rpcrdma_cm_param_max_connections_per_peer() -> u32;
     fn rpcrdma_cm_param_idle_timeout() -> u32;
@@ -109,6 +110,13 @@ pub(crate) fn test_listen_delay() {
 pub(crate) fn random_u32() -> u32 {
     // SAFETY: a plain C function, callable from any context.
     unsafe { rpcrdma_cm_random_u32() }
+}
+
+/// `svc_class`: the server transport class to register ("" for none).
+pub(crate) fn svc_class() -> &'static CStr {
+    // SAFETY: the parameter is read-only after load (0444), so the string C
+    // returns is NUL-terminated and lives, unchanged, until unload.
+    unsafe { CStr::from_char_ptr(rpcrdma_cm_param_svc_class()) }
 }
 
 /// Called by param.c before a size parameter takes a value.

@@ -223,13 +223,37 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
 		if (b->status == IB_WC_SUCCESS)
 			ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
 						   DMA_FROM_DEVICE);
-		rpcrdma_cm_recv_rs(qp->owner, qp, &info);
+		if (rpcrdma_cm_recv_rs(qp->owner, qp, b, &info))
+			continue;	/* kept: reposted by rpcrdma_cm_recv_release() */
 		if (b->status != IB_WC_SUCCESS)
 			continue;
 		spin_lock_irqsave(&qp->lock, flags);
 		rpcrdma_cm_post_recv_locked(b);
 		spin_unlock_irqrestore(&qp->lock, flags);
 	}
+}
+
+/*
+ * Keeps a successfully received buffer past its callback. Counted in @users:
+ * teardown frees the buffers only after every kept one was released (the
+ * QP is not closed yet when the callback runs: teardown flushes this work
+ * before it waits for @users).
+ */
+void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
+{
+	atomic_inc(&b->qp->users);
+}
+
+/* A kept buffer is done with: posted again, unless the QP is closing. */
+void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
+{
+	struct rpcrdma_cm_qp *qp = b->qp;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	rpcrdma_cm_post_recv_locked(b);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	rpcrdma_cm_qp_leave(qp);
 }
 
 static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)

@@ -27,9 +27,9 @@ pub(crate) struct rpcrdma_cm_qp {
     _p: [u8; 0],
 }
 
-/// C `struct rpcrdma_cm_buf` (qp.h): one Send buffer, opaque.
+/// C `struct rpcrdma_cm_buf` (qp.h): one message buffer, opaque.
 #[repr(C)]
-struct rpcrdma_cm_buf {
+pub(crate) struct rpcrdma_cm_buf {
     _p: [u8; 0],
 }
 
@@ -57,6 +57,8 @@ extern "C" {
         size: *mut u32,
     ) -> c_int;
     fn rpcrdma_cm_send_abort(b: *mut rpcrdma_cm_buf);
+    fn rpcrdma_cm_recv_keep(b: *mut rpcrdma_cm_buf);
+    fn rpcrdma_cm_recv_release(b: *mut rpcrdma_cm_buf);
     fn rpcrdma_cm_send_post(
         b: *mut rpcrdma_cm_buf,
         len: u32,
@@ -184,6 +186,55 @@ impl Qp {
         // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted; `buf` is
         // not used after this point. C checks `len` against the buffer size.
         to_result(unsafe { rpcrdma_cm_send_post(b, len, inv, rkey) })
+    }
+}
+
+/// A received message kept past its completion callback (see
+/// [`Completion::keep`](super::rdma_cm::Completion::keep)): its buffer is not
+/// posted again until this is dropped, and the connection's teardown waits
+/// for that, so the message stays readable for as long as this lives.
+pub(crate) struct RecvBuf {
+    b: NonNull<rpcrdma_cm_buf>,
+    data: *const u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is not tied to a thread; its release takes the QP's lock.
+unsafe impl Send for RecvBuf {}
+// SAFETY: `&RecvBuf` only reads the message, which nothing writes while kept.
+unsafe impl Sync for RecvBuf {}
+
+impl RecvBuf {
+    /// Keeps the buffer `b` holding the message `data`.
+    ///
+    /// # Safety
+    ///
+    /// `b` is a buffer whose successful Receive completion callback is running
+    /// now, `data` its message, and the callback reports it kept (qp.c then
+    /// leaves it alone until [`Drop`] releases it).
+    pub(super) unsafe fn keep(b: *mut rpcrdma_cm_buf, data: &[u8]) -> Option<RecvBuf> {
+        let b = NonNull::new(b)?;
+        // SAFETY: see above; counted in the QP's users until released.
+        unsafe { rpcrdma_cm_recv_keep(b.as_ptr()) };
+        Some(RecvBuf {
+            b,
+            data: data.as_ptr(),
+            len: data.len(),
+        })
+    }
+
+    /// The message.
+    pub(crate) fn data(&self) -> &[u8] {
+        // SAFETY: the buffer is kept (not reposted, not freed: teardown waits
+        // for us), and the device wrote it before its completion.
+        unsafe { core::slice::from_raw_parts(self.data, self.len) }
+    }
+}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        // SAFETY: kept by `keep`, released exactly once here.
+        unsafe { rpcrdma_cm_recv_release(self.b.as_ptr()) };
     }
 }
 

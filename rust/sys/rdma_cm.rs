@@ -25,6 +25,7 @@
 //! - On DEVICE_REMOVAL the CM waits, before it lets the driver free the device,
 //!   until every id on it is destroyed; the deferred teardown provides that.
 
+use core::cell::Cell;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -38,7 +39,7 @@ use kernel::sync::Arc;
 use kernel::task::Task;
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
-use super::qp::{rpcrdma_cm_qp, rpcrdma_cm_qp_attr, Qp, QpAttr};
+use super::qp::{rpcrdma_cm_buf, rpcrdma_cm_qp, rpcrdma_cm_qp_attr, Qp, QpAttr, RecvBuf};
 use super::workqueue;
 
 /// C `struct rdma_cm_id`, opaque.
@@ -79,7 +80,11 @@ const AF_INET: c_int = 2;
 const AF_INET6: c_int = 10;
 
 extern "C" {
-    fn rpcrdma_cm_create_id(context: *mut c_void, out: *mut *mut rdma_cm_id) -> c_int;
+    fn rpcrdma_cm_create_id(
+        context: *mut c_void,
+        net: *mut c_void,
+        out: *mut *mut rdma_cm_id,
+    ) -> c_int;
     fn rpcrdma_cm_set_context(id: *mut rdma_cm_id, context: *mut c_void);
     fn rpcrdma_cm_bind_listen(
         id: *mut rdma_cm_id,
@@ -185,6 +190,24 @@ pub(crate) struct Completion<'a> {
     pub(crate) data: &'a [u8],
     /// The rkey the peer invalidated with Send With Invalidate, if it did.
     pub(crate) invalidated: Option<u32>,
+    /// A successful Receive's buffer, and whether the handler kept it.
+    buf: Option<(*mut rpcrdma_cm_buf, &'a Cell<bool>)>,
+}
+
+impl Completion<'_> {
+    /// Keeps a successful Receive's message past the callback (it is handled
+    /// later, by another thread): the buffer is posted again only when the
+    /// result is dropped. `None` for a Send, a failed Receive, or a second
+    /// call.
+    pub(crate) fn keep(&self) -> Option<RecvBuf> {
+        let (b, kept) = self.buf?;
+        if kept.replace(true) {
+            return None;
+        }
+        // SAFETY: `b` is this successful Receive's buffer, its callback runs
+        // now, and the trampoline reports it kept (`kept` is set).
+        unsafe { RecvBuf::keep(b, self.data) }
+    }
 }
 
 /// `IB_WC_WR_FLUSH_ERR`: the WR was flushed because the QP went to error.
@@ -363,6 +386,17 @@ unsafe impl Send for CmId {}
 // value) or the deferred teardown (queued by that drop) frees it.
 unsafe impl Sync for CmId {}
 
+/// A network namespace (C `struct net`), valid while its owner (sunrpc's
+/// service, for a listener nfsd creates) holds it.
+#[derive(Clone)]
+pub(crate) struct Net(pub(super) *mut c_void);
+
+// SAFETY: only passed to rdma_create_id(), which may run on any thread and
+// takes its own reference on the namespace.
+unsafe impl Send for Net {}
+// SAFETY: as above; `&Net` offers nothing else.
+unsafe impl Sync for Net {}
+
 /// Where a CM id connects or listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Endpoint {
@@ -386,11 +420,19 @@ impl Endpoint {
 impl CmId {
     /// A new RC id in the initial network namespace whose events go to `handler`.
     pub(crate) fn new(handler: Arc<dyn CmHandler>) -> Result<Self> {
+        Self::new_in(handler, None)
+    }
+
+    /// A new RC id in namespace `net` (the initial one if `None`).
+    pub(crate) fn new_in(handler: Arc<dyn CmHandler>, net: Option<&Net>) -> Result<Self> {
         let ctx = Ctx::new(handler)?;
         let mut id = ptr::null_mut();
+        let net = net.map_or(ptr::null_mut(), |n| n.0);
         // SAFETY: `ctx` is a valid context pointer that outlives the id (freed only
-        // after the id is destroyed, see Drop); `id` is a valid out pointer.
-        if let Err(e) = to_result(unsafe { rpcrdma_cm_create_id(ctx.cast(), &mut id) }) {
+        // after the id is destroyed, see Drop); `net` is null or a namespace the
+        // caller keeps alive (the CM takes its own reference); `id` is a valid
+        // out pointer.
+        if let Err(e) = to_result(unsafe { rpcrdma_cm_create_id(ctx.cast(), net, &mut id) }) {
             // SAFETY: from Ctx::new, not queued, and no id refers to it.
             unsafe { Ctx::free(ctx) };
             return Err(e);
@@ -431,6 +473,37 @@ impl CmId {
     /// A handle on the QP, if one was created.
     pub(crate) fn qp(&self) -> Option<Qp> {
         self.ctx().qp()
+    }
+}
+
+impl CmId {
+    /// Drops the id without waiting for its teardown, which runs on the
+    /// module's workqueue: for callers whose own thread still holds what the
+    /// teardown waits for (QP handles, kept Receive buffers, chunks).
+    pub(crate) fn drop_deferred(self) {
+        let me = core::mem::ManuallyDrop::new(self);
+        let ctx = me.ctx();
+        let id = ctx.id.load(Ordering::Acquire);
+        if ctx.in_handler.load(Ordering::Relaxed) != current_task() {
+            // SAFETY: our live id, and we are not its handler. Once `dead` is
+            // set under the handler lock no handler touches the QP.
+            unsafe { rdma_lock_handler(id) };
+            ctx.dead.store(true, Ordering::Relaxed);
+            // SAFETY: locked just above.
+            unsafe { rdma_unlock_handler(id) };
+        } else {
+            ctx.dead.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: from Ctx::new, pinned when made, queued once (the CmId is
+        // consumed; its Drop does not run).
+        let boxed = unsafe { Pin::new_unchecked(KBox::from_raw(me.ctx)) };
+        match workqueue::queue() {
+            Some(q) => q.enqueue(boxed),
+            None => {
+                pr_err!("cannot defer the teardown of an id: leaking it\n");
+                core::mem::forget(boxed);
+            }
+        }
     }
 }
 
@@ -667,6 +740,11 @@ impl ConnectRequest<'_> {
         Ok(CmId { ctx })
     }
 
+    /// The new id, for the C side of the layer (the server class).
+    pub(super) fn raw_id(&self) -> *mut rdma_cm_id {
+        self.id
+    }
+
     /// The new id, for its names before accepting.
     pub(crate) fn names(&self) -> Names {
         Names::of(self.id)
@@ -695,6 +773,7 @@ fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
         status: wc.status,
         data,
         invalidated: wc.with_invalidate.then_some(wc.invalidate_rkey),
+        buf: None,
     }
 }
 
@@ -703,15 +782,22 @@ fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
 extern "C" fn rpcrdma_cm_recv_rs(
     owner: *mut c_void,
     qp: *mut rpcrdma_cm_qp,
+    b: *mut rpcrdma_cm_buf,
     wc: *const rpcrdma_cm_wc_info,
-) {
+) -> bool {
     // SAFETY: `owner` is the `Ctx` passed to rpcrdma_cm_create_qp, alive until
     // the QP is drained and freed (after this callback returns), and so is
-    // `qp`; `wc` points to a live completion for this call.
+    // `qp`; `wc` points to a live completion for this call, of buffer `b`.
     let (ctx, wc, qp) = unsafe { (&*owner.cast::<Ctx>(), &*wc, Qp::borrowed(qp)) };
+    let kept = Cell::new(false);
     if let Some(qp) = qp {
-        ctx.handler.recv(&qp, &completion(wc));
+        let mut c = completion(wc);
+        if c.status == 0 {
+            c.buf = Some((b, &kept));
+        }
+        ctx.handler.recv(&qp, &c);
     }
+    kept.get()
 }
 
 /// Called by qp.c for each Send completion of a QP made by `create_qp`.

@@ -30,6 +30,7 @@ unsigned int rpcrdma_cm_param_recv_size(void);
 bool rpcrdma_cm_param_remote_invalidate(void);
 bool rpcrdma_cm_param_legacy(void);
 const char *rpcrdma_cm_param_listen(void);
+const char *rpcrdma_cm_param_svc_class(void);
 unsigned int rpcrdma_cm_param_max_connections(void);
 unsigned int rpcrdma_cm_param_max_connections_per_peer(void);
 unsigned int rpcrdma_cm_param_idle_timeout(void);
@@ -75,7 +76,8 @@ struct rpcrdma_cm_dev_caps {
 	u32 max_fast_reg_page_list_len;
 };
 
-int rpcrdma_cm_create_id(void *context, struct rdma_cm_id **out);
+struct net;
+int rpcrdma_cm_create_id(void *context, struct net *net, struct rdma_cm_id **out);
 void rpcrdma_cm_set_context(struct rdma_cm_id *id, void *context);
 int rpcrdma_cm_bind_listen(struct rdma_cm_id *id, int family, const u8 *addr,
 			   u16 port, int backlog);
@@ -161,8 +163,19 @@ void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b);
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 			 u32 inv_rkey);
 
-/* Implemented in Rust (rust/sys/rdma_cm.rs); @owner is the id's context. */
-void rpcrdma_cm_recv_rs(void *owner, struct rpcrdma_cm_qp *qp,
+/*
+ * A Receive buffer Rust keeps past its completion callback (its message is
+ * still being handled): not reposted until rpcrdma_cm_recv_release(), and
+ * teardown waits for that.
+ */
+void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b);
+void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b);
+
+/*
+ * Implemented in Rust (rust/sys/rdma_cm.rs); @owner is the id's context.
+ * Returns true if Rust kept @b (rpcrdma_cm_recv_keep()).
+ */
+bool rpcrdma_cm_recv_rs(void *owner, struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b,
 			const struct rpcrdma_cm_wc_info *wc);
 void rpcrdma_cm_send_rs(void *owner, struct rpcrdma_cm_qp *qp,
 			const struct rpcrdma_cm_wc_info *wc);
@@ -177,6 +190,41 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 			  bool write);
+
+/* svc.c: the server transport class nfsd uses ------------------------------ */
+
+struct svc_rqst;
+struct net;
+struct rpcrdma_cm_svc_xprt;
+
+int rpcrdma_cm_svc_register(const char *name);
+void rpcrdma_cm_svc_unregister(void);
+struct rpcrdma_cm_svc_xprt *rpcrdma_cm_svc_xprt_new(struct rpcrdma_cm_svc_xprt *listener,
+						    struct rdma_cm_id *id);
+void rpcrdma_cm_svc_xprt_set_rs(struct rpcrdma_cm_svc_xprt *x, void *rs);
+void rpcrdma_cm_svc_xprt_get(struct rpcrdma_cm_svc_xprt *x);
+void rpcrdma_cm_svc_xprt_put(struct rpcrdma_cm_svc_xprt *x);
+void rpcrdma_cm_svc_xprt_discard(struct rpcrdma_cm_svc_xprt *x);
+void rpcrdma_cm_svc_conn_pending(struct rpcrdma_cm_svc_xprt *listener);
+void rpcrdma_cm_svc_set_data(struct rpcrdma_cm_svc_xprt *x, bool data);
+void rpcrdma_cm_svc_enqueue(struct rpcrdma_cm_svc_xprt *x);
+void rpcrdma_cm_svc_close(struct rpcrdma_cm_svc_xprt *x);
+void rpcrdma_cm_svc_received(struct svc_rqst *rqstp);
+int rpcrdma_cm_svc_arg_inline(struct svc_rqst *rqstp, u8 *buf, u32 len, void *ctxt);
+int rpcrdma_cm_svc_arg_copy(struct svc_rqst *rqstp, const u8 *buf, u32 len, void *ctxt);
+u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp);
+int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len);
+
+/* Implemented in Rust (rust/sys/svc.rs). */
+int rpcrdma_cm_svc_create_rs(struct rpcrdma_cm_svc_xprt *x, struct net *net, int family,
+			     const u8 *addr, u16 port, void **rs);
+struct rpcrdma_cm_svc_xprt *rpcrdma_cm_svc_accept_rs(void *rs, bool *more);
+int rpcrdma_cm_svc_recvfrom_rs(void *rs, struct svc_rqst *rqstp);
+int rpcrdma_cm_svc_sendto_rs(void *rs, struct svc_rqst *rqstp, void *ctxt);
+int rpcrdma_cm_svc_result_payload_rs(void *ctxt, u32 offset, u32 length);
+void rpcrdma_cm_svc_release_ctxt_rs(void *ctxt);
+void rpcrdma_cm_svc_detach_rs(void *rs);
+void rpcrdma_cm_svc_free_rs(void *rs);
 
 /* ib_client.c: RDMA devices appearing ---------------------------------------- */
 

@@ -92,6 +92,7 @@ fn every_close_reason_has_a_distinct_name() {
         Disconnected,
         DeviceRemoved,
         ClosedByUser,
+        ClosedByNfsd,
         IdleTimeout,
         Unloaded,
         CreateFailed,

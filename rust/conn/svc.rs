@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! nfsd's transport: the listeners nfsd creates through the server class
+//! (`rpc.nfsd --rdma`, or `echo "rdma 20049" > /proc/fs/nfsd/portlist`), and
+//! the connections they accept, carrying nfsd's calls and replies.
+//!
+//! A connection of nfsd's keeps each received call's buffer (it is not
+//! posted again) until nfsd has answered it: the call's argument is that
+//! buffer, without a copy, unless it came in Read chunks, which are pulled
+//! with RDMA Read and copied into the request's pages. The reply nfsd encodes
+//! goes out as the built-in service's do: its DDP-eligible result (named by
+//! nfsd through xpo_result_payload) into the client's Write chunk, the rest
+//! inline within the negotiated threshold or into the Reply chunk, with Send
+//! With Invalidate when both ends set R.
+
+use core::any::Any;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::alloc::KVVec;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::xprt::{Incoming, ReplyRoute};
+use super::{Conn, Listener, State};
+use crate::proto::conn_state::Closed;
+use crate::stats::XprtCounter as X;
+use crate::sys::qp::{Qp, RecvBuf};
+use crate::sys::rdma_cm::Net;
+use crate::sys::svc::{PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
+
+/// Makes nfsd's listeners (xpo_create).
+pub(crate) struct Factory(pub(crate) Arc<State>);
+
+impl SvcFactory for Factory {
+    fn create(&self, me: SvcListenerRef, net: &Net, ep: SocketAddr) -> Result<Arc<dyn SvcXprtOps>> {
+        let l = Listener::new_for_nfsd(self.0.clone(), ep, me, net)?;
+        self.0.listeners.lock().push(l.clone(), GFP_KERNEL)?;
+        match l.start() {
+            Ok(true) => pr_info!("nfsd listens on {}\n", ep),
+            Ok(false) => pr_warn!("nfsd listener {}: device removed while starting\n", ep),
+            Err(e) => {
+                self.0.forget_listener(&l);
+                return Err(e);
+            }
+        }
+        Ok(Arc::new(NfsdListener(l), GFP_KERNEL)?)
+    }
+}
+
+/// A listener nfsd created.
+struct NfsdListener(Arc<Listener>);
+
+impl SvcXprtOps for NfsdListener {
+    fn accept(&self) -> (Option<PendingXprt>, bool) {
+        self.0.next_accepted()
+    }
+
+    fn detach(&self) {
+        self.0.stop();
+        self.0.state.forget_listener(&self.0);
+    }
+}
+
+/// A connection of nfsd's, as sunrpc sees it.
+pub(super) struct NfsdConn(pub(super) Arc<Conn>);
+
+/// One call nfsd is handling: what its reply needs.
+struct NfsCall {
+    /// The received message, when the argument is read from it in place.
+    buf: Option<RecvBuf>,
+    /// Where the RPC call starts in `buf`.
+    arg_off: usize,
+    route: ReplyRoute,
+    s2c: u32,
+    reminv: bool,
+    /// The DDP-eligible result nfsd named: offset << 32 | length, plus one
+    /// (0: none).
+    payload: AtomicU64,
+}
+
+impl SvcCall for NfsCall {
+    fn arg(&self) -> &[u8] {
+        self.buf
+            .as_ref()
+            .and_then(|b| b.data().get(self.arg_off..))
+            .unwrap_or(&[])
+    }
+
+    fn result_payload(&self, offset: u32, len: u32) -> i32 {
+        // The first result goes to the first Write chunk, if the client
+        // offered one large enough; without one it stays in the reply.
+        let Some(w) = self.route.wchunks.first() else {
+            return 0;
+        };
+        let room: u64 = w.iter().map(|s| u64::from(s.length)).sum();
+        if len == 0 || self.payload.load(Ordering::Relaxed) != 0 {
+            return 0;
+        }
+        if u64::from(len) > room {
+            return -(kernel::bindings::E2BIG as i32);
+        }
+        let v = ((u64::from(offset) << 32) | u64::from(len)) + 1;
+        self.payload.store(v, Ordering::Relaxed);
+        0
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl NfsCall {
+    fn payload(&self) -> Option<(usize, u32)> {
+        match self.payload.load(Ordering::Relaxed) {
+            0 => None,
+            v => {
+                let v = v - 1;
+                Some(((v >> 32) as usize, v as u32))
+            }
+        }
+    }
+}
+
+impl SvcXprtOps for NfsdConn {
+    fn recvfrom(&self, rq: &mut SvcRqst<'_>) -> i32 {
+        let conn = &self.0;
+        let Some(buf) = conn.svc_dequeue() else {
+            return 0;
+        };
+        rq.received();
+        let Some(qp) = conn.qp_handle() else {
+            return 0;
+        };
+        // What the reply needs, from the header; the borrow of `buf` ends here.
+        let decoded = conn.decode_call(&qp, buf.data()).map(|inc| {
+            let Incoming {
+                call,
+                nomsg,
+                s2c,
+                reminv,
+            } = inc;
+            let chunked = nomsg || call.chunks.read_segments() != 0;
+            let route = ReplyRoute::of(call.xid, call.credits, &call.chunks);
+            let assembled = if chunked {
+                Some(conn.assemble_call(&qp, &call))
+            } else {
+                None
+            };
+            let arg_off = buf.data().len() - call.inline.len();
+            (
+                call.xid,
+                call.credits,
+                route,
+                assembled,
+                arg_off,
+                s2c,
+                reminv,
+            )
+        });
+        let Some((xid, credits, route, assembled, arg_off, s2c, reminv)) = decoded else {
+            return 0;
+        };
+        let route = match route {
+            Ok(r) => r,
+            Err(e) => {
+                conn.call_failed(&qp, xid, credits, e);
+                return 0;
+            }
+        };
+        let mut call = NfsCall {
+            buf: None,
+            arg_off,
+            route,
+            s2c,
+            reminv,
+            payload: AtomicU64::new(0),
+        };
+        let ret = match assembled {
+            None => {
+                call.buf = Some(buf);
+                match Arc::new(call, GFP_KERNEL) {
+                    Ok(c) => rq.accept_call(c, None),
+                    Err(_) => -(kernel::bindings::ENOMEM as i32),
+                }
+            }
+            Some(Ok(msg)) => {
+                // The message was copied out: its buffer can go back now.
+                drop(buf);
+                match Arc::new(call, GFP_KERNEL) {
+                    Ok(c) => rq.accept_call(c, Some(&msg)),
+                    Err(_) => -(kernel::bindings::ENOMEM as i32),
+                }
+            }
+            Some(Err(e)) => {
+                conn.call_failed(&qp, xid, credits, e);
+                return 0;
+            }
+        };
+        if ret < 0 {
+            conn.count(X::SvcCallsDropped, 1);
+            conn.call_failed(&qp, xid, credits, Error::from_errno(ret));
+            return 0;
+        }
+        conn.count(X::SvcCalls, 1);
+        ret
+    }
+
+    fn sendto(&self, rq: &SvcRqst<'_>, call: Option<&dyn SvcCall>) -> i32 {
+        let conn = &self.0;
+        let Some(c) = call.and_then(|c| c.as_any().downcast_ref::<NfsCall>()) else {
+            return -(kernel::bindings::EINVAL as i32);
+        };
+        let Some(qp) = conn.qp_handle() else {
+            return -(kernel::bindings::ENOTCONN as i32);
+        };
+        let len = rq.res_len() as usize;
+        let mut reply: KVVec<u8> = KVVec::new();
+        let res = reply
+            .extend_with(len, 0, GFP_KERNEL)
+            .map_err(Error::from)
+            .and_then(|()| rq.res_read(0, &mut reply))
+            .and_then(|()| conn.send_reply(&qp, &c.route, &reply, c.payload(), c.s2c, c.reminv));
+        match res {
+            Ok(()) => 0,
+            Err(e) => {
+                conn.call_failed(&qp, c.route.xid, c.route.credits, e);
+                e.to_errno()
+            }
+        }
+    }
+
+    fn detach(&self) {
+        // nfsd closes the transport: the connection goes, without waiting
+        // here for the requests still in flight (their buffers hold the QP:
+        // the teardown, deferred, waits for them).
+        self.0.svc_detach();
+        self.0.close_deferred(Closed::ClosedByNfsd);
+    }
+}
+
+impl Conn {
+    /// A handle on the QP, if the connection has one.
+    pub(super) fn qp_handle(&self) -> Option<Qp> {
+        self.inner.lock().cm.as_ref().and_then(|c| c.qp())
+    }
+}

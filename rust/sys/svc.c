@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rpcrdma_cm: the server-side RPC transport class that nfsd uses
+ * (rust/sys/svc.rs). C holds what Rust cannot: the svc_xprt_class and
+ * svc_xprt_ops tables, the struct svc_xprt each transport embeds, the flag
+ * bits and static inlines of sunrpc, and the fields of struct svc_rqst.
+ * Every op is a trampoline into Rust.
+ *
+ * Lifetime: a struct rpcrdma_cm_svc_xprt is made by xpo_create (listeners)
+ * or by the CM's CONNECT_REQUEST handler (connections, handed to nfsd by
+ * xpo_accept), and freed by xpo_free when sunrpc drops its last reference.
+ * @rs is Rust's context for it; Rust forgets every pointer to the xprt
+ * before rpcrdma_cm_svc_free_rs() returns.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/highmem.h>
+#include <linux/module.h>
+#include <linux/sunrpc/addr.h>
+#include <linux/sunrpc/svc.h>
+#include <linux/sunrpc/svc_xprt.h>
+#include <linux/sunrpc/xdr.h>
+#include <linux/sunrpc/xprtrdma.h>
+#include <rdma/rdma_cm.h>
+
+#include "rpcrdma_cm_sys.h"
+
+struct rpcrdma_cm_svc_xprt {
+	struct svc_xprt xprt;
+	void *rs;
+};
+
+static struct rpcrdma_cm_svc_xprt *to_x(struct svc_xprt *xprt)
+{
+	return container_of(xprt, struct rpcrdma_cm_svc_xprt, xprt);
+}
+
+static struct svc_xprt_class rpcrdma_cm_svc_class;
+
+/* Ops -------------------------------------------------------------------- */
+
+static struct svc_xprt *rpcrdma_cm_xpo_create(struct svc_serv *serv, struct net *net,
+					      struct sockaddr *sa, int salen, int flags)
+{
+	struct rpcrdma_cm_svc_xprt *x;
+	u8 addr[16] = {};
+	u16 port;
+	int ret;
+
+	if (sa->sa_family == AF_INET) {
+		memcpy(addr, &((struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(addr, &((struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else {
+		return ERR_PTR(-EAFNOSUPPORT);
+	}
+	port = rpc_get_port(sa);
+	x = kzalloc(sizeof(*x), GFP_KERNEL);
+	if (!x)
+		return ERR_PTR(-ENOMEM);
+	svc_xprt_init(net, &rpcrdma_cm_svc_class, &x->xprt, serv);
+	set_bit(XPT_LISTENER, &x->xprt.xpt_flags);
+	strscpy(x->xprt.xpt_remotebuf, "listener", sizeof(x->xprt.xpt_remotebuf));
+	svc_xprt_set_local(&x->xprt, sa, salen);
+	ret = rpcrdma_cm_svc_create_rs(x, net, sa->sa_family, addr, port, &x->rs);
+	if (ret) {
+		/*
+		 * svc_xprt_put() frees it through xpo_free, which drops a module
+		 * reference that _svc_xprt_create() drops as well on failure:
+		 * take one for it (as svcrdma does).
+		 */
+		__module_get(rpcrdma_cm_svc_class.xcl_owner);
+		svc_xprt_put(&x->xprt);
+		return ERR_PTR(ret);
+	}
+	return &x->xprt;
+}
+
+static struct svc_xprt *rpcrdma_cm_xpo_accept(struct svc_xprt *listener)
+{
+	struct rpcrdma_cm_svc_xprt *l = to_x(listener), *x;
+	bool more = false;
+
+	clear_bit(XPT_CONN, &listener->xpt_flags);
+	x = rpcrdma_cm_svc_accept_rs(l->rs, &more);
+	if (more) {
+		/* svc_handle_xprt() enqueues the listener again for the rest. */
+		set_bit(XPT_CONN, &listener->xpt_flags);
+	}
+	return x ? &x->xprt : NULL;
+}
+
+static int rpcrdma_cm_xpo_has_wspace(struct svc_xprt *xprt)
+{
+	return 1;
+}
+
+static int rpcrdma_cm_xpo_recvfrom(struct svc_rqst *rqstp)
+{
+	struct svc_xprt *xprt = rqstp->rq_xprt;
+
+	/* Nothing to release unless a request is built. */
+	rqstp->rq_respages = rqstp->rq_pages;
+	rqstp->rq_next_page = rqstp->rq_respages;
+	rqstp->rq_xprt_ctxt = NULL;
+	return rpcrdma_cm_svc_recvfrom_rs(to_x(xprt)->rs, rqstp);
+}
+
+static int rpcrdma_cm_xpo_sendto(struct svc_rqst *rqstp)
+{
+	struct svc_xprt *xprt = rqstp->rq_xprt;
+
+	if (svc_xprt_is_dead(xprt))
+		return -ENOTCONN;
+	return rpcrdma_cm_svc_sendto_rs(to_x(xprt)->rs, rqstp, rqstp->rq_xprt_ctxt);
+}
+
+static int rpcrdma_cm_xpo_result_payload(struct svc_rqst *rqstp, unsigned int offset,
+					 unsigned int length)
+{
+	if (!rqstp->rq_xprt_ctxt)
+		return 0;
+	return rpcrdma_cm_svc_result_payload_rs(rqstp->rq_xprt_ctxt, offset, length);
+}
+
+static void rpcrdma_cm_xpo_release_ctxt(struct svc_xprt *xprt, void *ctxt)
+{
+	if (ctxt)
+		rpcrdma_cm_svc_release_ctxt_rs(ctxt);
+}
+
+static void rpcrdma_cm_xpo_detach(struct svc_xprt *xprt)
+{
+	rpcrdma_cm_svc_detach_rs(to_x(xprt)->rs);
+}
+
+static void rpcrdma_cm_xpo_free(struct svc_xprt *xprt)
+{
+	struct rpcrdma_cm_svc_xprt *x = to_x(xprt);
+
+	might_sleep();
+	if (x->rs)
+		rpcrdma_cm_svc_free_rs(x->rs);
+	kfree(x);
+}
+
+static void rpcrdma_cm_xpo_kill_temp_xprt(struct svc_xprt *xprt)
+{
+}
+
+static const struct svc_xprt_ops rpcrdma_cm_svc_ops = {
+	.xpo_create = rpcrdma_cm_xpo_create,
+	.xpo_accept = rpcrdma_cm_xpo_accept,
+	.xpo_has_wspace = rpcrdma_cm_xpo_has_wspace,
+	.xpo_recvfrom = rpcrdma_cm_xpo_recvfrom,
+	.xpo_sendto = rpcrdma_cm_xpo_sendto,
+	.xpo_result_payload = rpcrdma_cm_xpo_result_payload,
+	.xpo_release_ctxt = rpcrdma_cm_xpo_release_ctxt,
+	.xpo_detach = rpcrdma_cm_xpo_detach,
+	.xpo_free = rpcrdma_cm_xpo_free,
+	.xpo_kill_temp_xprt = rpcrdma_cm_xpo_kill_temp_xprt,
+	/* .xpo_handshake stays NULL: its presence invites AUTH_TLS probes. */
+};
+
+/*
+ * The class. Its name comes from the svc_class parameter ("rdma" by default,
+ * the name nfsd's --rdma option writes). A transport ident of our own when
+ * the name is not "rdma": nfsd looks up the NFSv4.1 backchannel by
+ * ident | XPRT_TRANSPORT_BC, and svcrdma's backchannel class must never be
+ * handed one of our transports.
+ */
+#define RPCRDMA_CM_XPRT_IDENT 0x2c8797
+
+static char rpcrdma_cm_svc_name[16];
+static bool rpcrdma_cm_svc_registered;
+
+static struct svc_xprt_class rpcrdma_cm_svc_class = {
+	.xcl_name = rpcrdma_cm_svc_name,
+	.xcl_owner = THIS_MODULE,
+	.xcl_ops = &rpcrdma_cm_svc_ops,
+	.xcl_max_payload = RPCSVC_MAXPAYLOAD,
+};
+
+int rpcrdma_cm_svc_register(const char *name)
+{
+	int ret;
+
+	if (strscpy(rpcrdma_cm_svc_name, name, sizeof(rpcrdma_cm_svc_name)) < 0)
+		return -ENAMETOOLONG;
+	rpcrdma_cm_svc_class.xcl_ident = strcmp(name, "rdma") ? RPCRDMA_CM_XPRT_IDENT :
+							       XPRT_TRANSPORT_RDMA;
+	ret = svc_reg_xprt_class(&rpcrdma_cm_svc_class);
+	if (!ret)
+		rpcrdma_cm_svc_registered = true;
+	return ret;
+}
+
+void rpcrdma_cm_svc_unregister(void)
+{
+	if (rpcrdma_cm_svc_registered)
+		svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
+	rpcrdma_cm_svc_registered = false;
+}
+
+/* Transports ------------------------------------------------------------- */
+
+/*
+ * A transport for a connection accepted on @listener's CM id @id (in its
+ * CONNECT_REQUEST handler): initialised against the listener's service and
+ * namespace, XPT_BUSY set until nfsd accepts it. The remote port is zeroed,
+ * as svcrdma does, so nfsd's reply cache survives a reconnect.
+ */
+struct rpcrdma_cm_svc_xprt *rpcrdma_cm_svc_xprt_new(struct rpcrdma_cm_svc_xprt *listener,
+						    struct rdma_cm_id *id)
+{
+	struct sockaddr *src = (struct sockaddr *)&id->route.addr.src_addr;
+	struct sockaddr *dst = (struct sockaddr *)&id->route.addr.dst_addr;
+	struct rpcrdma_cm_svc_xprt *x;
+
+	x = kzalloc(sizeof(*x), GFP_KERNEL);
+	if (!x)
+		return NULL;
+	svc_xprt_init(listener->xprt.xpt_net, &rpcrdma_cm_svc_class, &x->xprt,
+		      listener->xprt.xpt_server);
+	set_bit(XPT_CONG_CTRL, &x->xprt.xpt_flags);
+	x->xprt.xpt_remotelen = svc_addr_len(dst);
+	memcpy(&x->xprt.xpt_remote, dst, x->xprt.xpt_remotelen);
+	snprintf(x->xprt.xpt_remotebuf, sizeof(x->xprt.xpt_remotebuf) - 1, "%pISc", dst);
+	rpc_set_port((struct sockaddr *)&x->xprt.xpt_remote, 0);
+	svc_xprt_set_local(&x->xprt, src, svc_addr_len(src));
+	return x;
+}
+
+void rpcrdma_cm_svc_xprt_get(struct rpcrdma_cm_svc_xprt *x)
+{
+	svc_xprt_get(&x->xprt);
+}
+
+void rpcrdma_cm_svc_xprt_put(struct rpcrdma_cm_svc_xprt *x)
+{
+	svc_xprt_put(&x->xprt);
+}
+
+void rpcrdma_cm_svc_xprt_set_rs(struct rpcrdma_cm_svc_xprt *x, void *rs)
+{
+	x->rs = rs;
+}
+
+/*
+ * Drops a transport nfsd never accepted (its listener went away first).
+ * svc_xprt_free() drops a module reference the transport never took.
+ */
+void rpcrdma_cm_svc_xprt_discard(struct rpcrdma_cm_svc_xprt *x)
+{
+	__module_get(rpcrdma_cm_svc_class.xcl_owner);
+	svc_xprt_put(&x->xprt);
+}
+
+/* A connection is waiting on @listener: nfsd will call xpo_accept. */
+void rpcrdma_cm_svc_conn_pending(struct rpcrdma_cm_svc_xprt *listener)
+{
+	set_bit(XPT_CONN, &listener->xprt.xpt_flags);
+	svc_xprt_enqueue(&listener->xprt);
+}
+
+/*
+ * A message is queued on @x (@data) or no longer (!@data). The caller holds
+ * the lock of its queue, so the bit and the queue agree.
+ */
+void rpcrdma_cm_svc_set_data(struct rpcrdma_cm_svc_xprt *x, bool data)
+{
+	if (data)
+		set_bit(XPT_DATA, &x->xprt.xpt_flags);
+	else
+		clear_bit(XPT_DATA, &x->xprt.xpt_flags);
+}
+
+void rpcrdma_cm_svc_enqueue(struct rpcrdma_cm_svc_xprt *x)
+{
+	svc_xprt_enqueue(&x->xprt);
+}
+
+/* The connection is gone: nfsd closes the transport (xpo_detach, then free). */
+void rpcrdma_cm_svc_close(struct rpcrdma_cm_svc_xprt *x)
+{
+	svc_xprt_deferred_close(&x->xprt);
+}
+
+/* Requests ---------------------------------------------------------------- */
+
+/* Called once per xpo_recvfrom, on every path: nfsd may dequeue again. */
+void rpcrdma_cm_svc_received(struct svc_rqst *rqstp)
+{
+	svc_xprt_received(rqstp->rq_xprt);
+}
+
+/*
+ * The Call is @len octets at @buf, which stays valid until
+ * xpo_release_ctxt(@ctxt): rq_arg's head points straight at it.
+ */
+int rpcrdma_cm_svc_arg_inline(struct svc_rqst *rqstp, u8 *buf, u32 len, void *ctxt)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+
+	arg->head[0].iov_base = buf;
+	arg->head[0].iov_len = len;
+	arg->tail[0].iov_base = NULL;
+	arg->tail[0].iov_len = 0;
+	arg->page_len = 0;
+	arg->page_base = 0;
+	arg->buflen = len;
+	arg->len = len;
+	rqstp->rq_xprt_ctxt = ctxt;
+	rqstp->rq_prot = IPPROTO_MAX;
+	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
+	set_bit(RQ_SECURE, &rqstp->rq_flags);
+	return len;
+}
+
+/*
+ * The Call is @len octets at @buf (a temporary copy): copied into the
+ * request's pages, as a stream transport lays a record out (head in the
+ * first page, the rest in the following ones).
+ */
+int rpcrdma_cm_svc_arg_copy(struct svc_rqst *rqstp, const u8 *buf, u32 len, void *ctxt)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+	u32 npages = DIV_ROUND_UP(len, PAGE_SIZE), i, off;
+
+	/* Leave the last pages for the reply. */
+	if (npages + 2 > rqstp->rq_page_end - rqstp->rq_pages)
+		return -EMSGSIZE;
+	for (i = 0, off = 0; i < npages; i++, off += PAGE_SIZE)
+		memcpy(page_address(rqstp->rq_pages[i]), buf + off,
+		       min_t(u32, PAGE_SIZE, len - off));
+	arg->head[0].iov_base = page_address(rqstp->rq_pages[0]);
+	arg->head[0].iov_len = min_t(u32, len, PAGE_SIZE);
+	arg->pages = rqstp->rq_pages + 1;
+	arg->page_base = 0;
+	arg->page_len = len - arg->head[0].iov_len;
+	arg->tail[0].iov_base = NULL;
+	arg->tail[0].iov_len = 0;
+	arg->buflen = len;
+	arg->len = len;
+	/* The reply's pages come after the argument's. */
+	rqstp->rq_respages = rqstp->rq_pages + npages;
+	rqstp->rq_next_page = rqstp->rq_respages;
+	rqstp->rq_xprt_ctxt = ctxt;
+	rqstp->rq_prot = IPPROTO_MAX;
+	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
+	set_bit(RQ_SECURE, &rqstp->rq_flags);
+	return len;
+}
+
+/* Length of the reply nfsd encoded in rq_res. */
+u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp)
+{
+	return rqstp->rq_res.len;
+}
+
+/* Copies @len octets of the reply from @offset into @buf. */
+int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len)
+{
+	return read_bytes_from_xdr_buf(&rqstp->rq_res, offset, buf, len);
+}

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The server-side RPC transport class nfsd uses (C half: `svc.c`).
+//!
+//! sunrpc drives a transport through its `svc_xprt_ops`; `svc.c` turns each op
+//! into a call on the Rust context of the transport ([`SvcXprtOps`]). A
+//! listener's context comes from the registered [`SvcFactory`] (xpo_create);
+//! a connection's is attached when the module accepts it at the CM level,
+//! before nfsd's xpo_accept picks it up ([`PendingXprt`]).
+//!
+//! References: sunrpc counts its `struct svc_xprt`; an [`SvcXprt`] is one
+//! counted reference, so the module may keep a transport while it needs to
+//! tell nfsd about it (data queued, connection gone). The Rust context of a
+//! transport lives until sunrpc frees it (xpo_free); a connection drops its
+//! [`SvcXprt`] at xpo_detach, which breaks the cycle between the two.
+//!
+//! A request's transport context ([`SvcCall`]) is boxed into
+//! `rq_xprt_ctxt` by recvfrom and dropped by xpo_release_ctxt, after sendto:
+//! it owns whatever the request's argument points into.
+
+use core::any::Any;
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::error::to_result;
+use kernel::ffi::{c_char, c_int};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::rdma_cm::{rdma_cm_id, ConnectRequest, Net};
+
+/// C `struct rpcrdma_cm_svc_xprt` (svc.c), opaque.
+#[repr(C)]
+pub(crate) struct rpcrdma_cm_svc_xprt {
+    _p: [u8; 0],
+}
+
+/// C `struct svc_rqst`, opaque.
+#[repr(C)]
+pub(crate) struct svc_rqst {
+    _p: [u8; 0],
+}
+
+extern "C" {
+    fn rpcrdma_cm_svc_register(name: *const c_char) -> c_int;
+    fn rpcrdma_cm_svc_unregister();
+    fn rpcrdma_cm_svc_xprt_new(
+        listener: *mut rpcrdma_cm_svc_xprt,
+        id: *mut rdma_cm_id,
+    ) -> *mut rpcrdma_cm_svc_xprt;
+    fn rpcrdma_cm_svc_xprt_set_rs(x: *mut rpcrdma_cm_svc_xprt, rs: *mut c_void);
+    fn rpcrdma_cm_svc_xprt_discard(x: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_xprt_get(x: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_xprt_put(x: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_conn_pending(listener: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_set_data(x: *mut rpcrdma_cm_svc_xprt, data: bool);
+    fn rpcrdma_cm_svc_enqueue(x: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_close(x: *mut rpcrdma_cm_svc_xprt);
+    fn rpcrdma_cm_svc_received(rqstp: *mut svc_rqst);
+    fn rpcrdma_cm_svc_arg_inline(
+        rqstp: *mut svc_rqst,
+        buf: *mut u8,
+        len: u32,
+        ctxt: *mut c_void,
+    ) -> c_int;
+    fn rpcrdma_cm_svc_arg_copy(
+        rqstp: *mut svc_rqst,
+        buf: *const u8,
+        len: u32,
+        ctxt: *mut c_void,
+    ) -> c_int;
+    fn rpcrdma_cm_svc_res_len(rqstp: *mut svc_rqst) -> u32;
+    fn rpcrdma_cm_svc_res_read(rqstp: *mut svc_rqst, offset: u32, buf: *mut u8, len: u32) -> c_int;
+}
+
+/// Makes the Rust side of the listeners nfsd asks for (xpo_create).
+pub(crate) trait SvcFactory: Send + Sync {
+    /// Listen on `ep` in `net` for the listener `me` (not yet known to nfsd:
+    /// keep only what [`SvcListenerRef`] offers).
+    fn create(&self, me: SvcListenerRef, net: &Net, ep: SocketAddr) -> Result<Arc<dyn SvcXprtOps>>;
+}
+
+/// What sunrpc asks of a transport. Listeners implement `accept` and
+/// `detach`; connections `recvfrom`, `sendto` and `detach`.
+pub(crate) trait SvcXprtOps: Send + Sync {
+    /// xpo_accept (listeners): the next connection the module accepted, and
+    /// whether more wait.
+    fn accept(&self) -> (Option<PendingXprt>, bool) {
+        (None, false)
+    }
+
+    /// xpo_recvfrom: must call [`SvcRqst::received`] exactly once; returns
+    /// what [`SvcRqst::accept_call`] returned, or 0 when there is nothing
+    /// to process.
+    fn recvfrom(&self, _rq: &mut SvcRqst<'_>) -> i32 {
+        0
+    }
+
+    /// xpo_sendto: sends the reply nfsd encoded; `call` is what recvfrom
+    /// gave the request.
+    fn sendto(&self, _rq: &SvcRqst<'_>, _call: Option<&dyn SvcCall>) -> i32 {
+        -(kernel::bindings::ENOTCONN as i32)
+    }
+
+    /// xpo_detach: nfsd closes the transport (another thread may still be in
+    /// sendto). Must not sleep long: no teardown that waits for requests.
+    fn detach(&self) {}
+}
+
+/// A request's transport context (see the module documentation).
+pub(crate) trait SvcCall: Send + Sync + Any {
+    /// The Call message, when it stays in memory the context owns.
+    fn arg(&self) -> &[u8] {
+        &[]
+    }
+
+    /// xpo_result_payload: nfsd's DDP-eligible result is `len` octets at
+    /// `offset` of the reply.
+    fn result_payload(&self, _offset: u32, _len: u32) -> i32 {
+        0
+    }
+
+    /// For the transport's sendto to find its own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The registered class and its factory: one at a time (C keeps one class).
+static FACTORY: AtomicPtr<Arc<dyn SvcFactory>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// While it lives, nfsd can create listeners of the class through `factory`.
+pub(crate) struct SvcClass {
+    _private: (),
+}
+
+impl SvcClass {
+    /// Registers the server transport class `name` (at most 15 octets).
+    /// `EEXIST` if a class of that name exists (rpcrdma.ko's "rdma").
+    pub(crate) fn register(name: &CStr, factory: Arc<dyn SvcFactory>) -> Result<SvcClass> {
+        let ctx = KBox::into_raw(KBox::new(factory, GFP_KERNEL)?);
+        if FACTORY
+            .compare_exchange(
+                core::ptr::null_mut(),
+                ctx,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: from KBox::into_raw just above, never shared.
+            drop(unsafe { KBox::from_raw(ctx) });
+            return Err(EBUSY);
+        }
+        // SAFETY: `name` is NUL-terminated; C copies it.
+        if let Err(e) = to_result(unsafe { rpcrdma_cm_svc_register(name.as_char_ptr()) }) {
+            let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
+            // SAFETY: registration failed, so no xpo_create can see `ctx`.
+            drop(unsafe { KBox::from_raw(ctx) });
+            return Err(e);
+        }
+        Ok(SvcClass { _private: () })
+    }
+}
+
+impl Drop for SvcClass {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`. Every transport of the class holds
+        // a module reference, so none exists while the module unloads: no
+        // xpo_create runs during or after this.
+        unsafe { rpcrdma_cm_svc_unregister() };
+        let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if !ctx.is_null() {
+            // SAFETY: from KBox::into_raw in `register`; no op can use it now.
+            drop(unsafe { KBox::from_raw(ctx) });
+        }
+    }
+}
+
+/// A listener nfsd is creating, for the module to report connections on.
+/// Valid until the listener's Rust context is dropped (it is the listener's
+/// own context that holds it).
+#[derive(Clone, Copy)]
+pub(crate) struct SvcListenerRef(NonNull<rpcrdma_cm_svc_xprt>);
+
+// SAFETY: a pointer to a C transport whose operations used here may run in
+// any process context; validity is the holder's rule (type documentation).
+unsafe impl Send for SvcListenerRef {}
+// SAFETY: as above.
+unsafe impl Sync for SvcListenerRef {}
+
+impl SvcListenerRef {
+    /// A transport for a connection being accepted on the listener (in its
+    /// CONNECT_REQUEST handler); nfsd gets it from [`SvcXprtOps::accept`].
+    pub(crate) fn new_conn(&self, req: &ConnectRequest<'_>) -> Result<PendingXprt> {
+        // SAFETY: the listener is live (type rule); the request's id is live
+        // during its CONNECT_REQUEST.
+        let x = unsafe { rpcrdma_cm_svc_xprt_new(self.0.as_ptr(), req.raw_id()) };
+        NonNull::new(x).map(PendingXprt).ok_or(ENOMEM)
+    }
+
+    /// Tells nfsd a connection waits (it calls xpo_accept).
+    pub(crate) fn conn_pending(&self) {
+        // SAFETY: the listener is live (type rule).
+        unsafe { rpcrdma_cm_svc_conn_pending(self.0.as_ptr()) };
+    }
+}
+
+/// A connection's transport that nfsd has not accepted yet: it owns the
+/// transport's first reference.
+pub(crate) struct PendingXprt(NonNull<rpcrdma_cm_svc_xprt>);
+
+// SAFETY: as for SvcListenerRef; owned, so moved whole between threads.
+unsafe impl Send for PendingXprt {}
+// SAFETY: `&PendingXprt` offers nothing that changes the transport.
+unsafe impl Sync for PendingXprt {}
+
+impl PendingXprt {
+    /// Attaches the connection's Rust context (its ops) and returns a counted
+    /// reference for the module.
+    pub(crate) fn attach(&self, ops: Arc<dyn SvcXprtOps>) -> Result<SvcXprt> {
+        let rs = KBox::into_raw(KBox::new(ops, GFP_KERNEL)?);
+        // SAFETY: the transport is live (we own a reference) and has no
+        // context yet; C frees `rs` through xpo_free only.
+        unsafe { rpcrdma_cm_svc_xprt_set_rs(self.0.as_ptr(), rs.cast()) };
+        // SAFETY: as above; the reference is SvcXprt's.
+        unsafe { rpcrdma_cm_svc_xprt_get(self.0.as_ptr()) };
+        Ok(SvcXprt(self.0))
+    }
+}
+
+impl Drop for PendingXprt {
+    fn drop(&mut self) {
+        // SAFETY: never handed to nfsd (`into_c` forgets self): we own the
+        // first reference, dropped here (through xpo_free if it was last).
+        unsafe { rpcrdma_cm_svc_xprt_discard(self.0.as_ptr()) };
+    }
+}
+
+impl PendingXprt {
+    fn into_c(self) -> *mut rpcrdma_cm_svc_xprt {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        p
+    }
+}
+
+/// A counted reference on a transport nfsd knows.
+pub(crate) struct SvcXprt(NonNull<rpcrdma_cm_svc_xprt>);
+
+// SAFETY: the functions used may run in any process context, and the
+// reference keeps the transport alive.
+unsafe impl Send for SvcXprt {}
+// SAFETY: every method takes `&self` and C serialises on sunrpc's own locks
+// and atomic flag bits.
+unsafe impl Sync for SvcXprt {}
+
+impl SvcXprt {
+    /// Sets (`true`) or clears XPT_DATA: a message is queued (call with the
+    /// lock of the queue held, so the bit and the queue agree).
+    pub(crate) fn set_data(&self, data: bool) {
+        // SAFETY: our reference keeps the transport alive.
+        unsafe { rpcrdma_cm_svc_set_data(self.0.as_ptr(), data) };
+    }
+
+    /// Asks nfsd to look at the transport (after setting XPT_DATA).
+    pub(crate) fn enqueue(&self) {
+        // SAFETY: as in `set_data`.
+        unsafe { rpcrdma_cm_svc_enqueue(self.0.as_ptr()) };
+    }
+
+    /// The connection is gone: nfsd closes the transport.
+    pub(crate) fn close(&self) {
+        // SAFETY: as in `set_data`.
+        unsafe { rpcrdma_cm_svc_close(self.0.as_ptr()) };
+    }
+}
+
+impl Drop for SvcXprt {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference. It is never the last: sunrpc holds its
+        // own until after xpo_detach, where connections drop theirs.
+        unsafe { rpcrdma_cm_svc_xprt_put(self.0.as_ptr()) };
+    }
+}
+
+/// One request nfsd hands the transport (xpo_recvfrom, xpo_sendto).
+pub(crate) struct SvcRqst<'a> {
+    raw: *mut svc_rqst,
+    received: bool,
+    _p: PhantomData<&'a mut svc_rqst>,
+}
+
+impl SvcRqst<'_> {
+    /// Lets nfsd dequeue the transport again (once per recvfrom, before the
+    /// message is parsed, so other threads take the next messages).
+    pub(crate) fn received(&mut self) {
+        if !self.received {
+            self.received = true;
+            // SAFETY: the request is live during the op.
+            unsafe { rpcrdma_cm_svc_received(self.raw) };
+        }
+    }
+
+    /// Hands nfsd a Call: with `copy` `None`, `call.arg()` (memory the call
+    /// context owns) becomes rq_arg's head without a copy; else `copy` is
+    /// copied into the request's own pages. Returns the length recvfrom
+    /// returns.
+    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, copy: Option<&[u8]>) -> i32 {
+        let ctxt = match KBox::new(call, GFP_KERNEL) {
+            Ok(b) => KBox::into_raw(b),
+            Err(_) => return -(kernel::bindings::ENOMEM as i32),
+        };
+        let ret = match copy {
+            None => {
+                // SAFETY: just boxed; the inner box's contents do not move
+                // while the context lives.
+                let a = unsafe { &**ctxt }.arg();
+                let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
+                // SAFETY: the request is live; `a` lies in memory that `ctxt`
+                // owns, which sunrpc keeps until xpo_release_ctxt. nfsd may
+                // decode in place (RPCSEC_GSS unwraps), which is why C takes
+                // it mutable: the memory is a received message, read by no
+                // one else.
+                unsafe {
+                    rpcrdma_cm_svc_arg_inline(self.raw, a.as_ptr().cast_mut(), len, ctxt.cast())
+                }
+            }
+            Some(a) => {
+                let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
+                // SAFETY: the request is live; C copies `len` octets of `a`
+                // into the request's pages (checking they fit).
+                unsafe { rpcrdma_cm_svc_arg_copy(self.raw, a.as_ptr(), len, ctxt.cast()) }
+            }
+        };
+        if ret < 0 {
+            // SAFETY: C did not keep `ctxt` (it failed before setting it).
+            drop(unsafe { KBox::from_raw(ctxt) });
+        }
+        ret
+    }
+
+    /// Length of the reply nfsd encoded.
+    pub(crate) fn res_len(&self) -> u32 {
+        // SAFETY: the request is live during sendto.
+        unsafe { rpcrdma_cm_svc_res_len(self.raw) }
+    }
+
+    /// Copies `out.len()` octets of the reply from `offset` into `out`.
+    pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
+        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
+        // SAFETY: the request is live; C writes at most `len` octets.
+        to_result(unsafe { rpcrdma_cm_svc_res_read(self.raw, offset, out.as_mut_ptr(), len) })
+    }
+}
+
+/// The ops of transport `rs` (its context box).
+///
+/// # Safety
+///
+/// `rs` is a transport's context from `rpcrdma_cm_svc_xprt_set_rs` or
+/// `rpcrdma_cm_svc_create_rs`, not yet freed by `rpcrdma_cm_svc_free_rs`.
+unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn SvcXprtOps> {
+    // SAFETY: see above.
+    unsafe { &*rs.cast::<Arc<dyn SvcXprtOps>>() }
+}
+
+fn sockaddr(family: c_int, addr: &[u8; 16], port: u16) -> Option<SocketAddr> {
+    let ip = match family {
+        2 => IpAddr::V4(Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3])),
+        10 => IpAddr::V6(Ipv6Addr::from(*addr)),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_create_rs(
+    x: *mut rpcrdma_cm_svc_xprt,
+    net: *mut c_void,
+    family: c_int,
+    addr: *const u8,
+    port: u16,
+    rs: *mut *mut c_void,
+) -> c_int {
+    let factory = FACTORY.load(Ordering::Acquire);
+    let (Some(x), false) = (NonNull::new(x), factory.is_null()) else {
+        return -(kernel::bindings::ENODEV as c_int);
+    };
+    // SAFETY: C passes 16 octets at `addr` (4 used for IPv4).
+    let a = unsafe { &*addr.cast::<[u8; 16]>() };
+    let Some(ep) = sockaddr(family, a, port) else {
+        return -(kernel::bindings::EAFNOSUPPORT as c_int);
+    };
+    // SAFETY: the class is registered (it is what called us), so the factory
+    // is live until the class is unregistered, which waits for no op but
+    // cannot happen while nfsd holds a module reference (it does here).
+    let factory = unsafe { &*factory };
+    let net = Net(net);
+    match factory
+        .create(SvcListenerRef(x), &net, ep)
+        .and_then(|ops| Ok(KBox::into_raw(KBox::new(ops, GFP_KERNEL)?)))
+    {
+        Ok(ctx) => {
+            // SAFETY: `rs` is C's out pointer for this call.
+            unsafe { *rs = ctx.cast() };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_accept_rs(
+    rs: *mut c_void,
+    more: *mut bool,
+) -> *mut rpcrdma_cm_svc_xprt {
+    // SAFETY: a live listener's context (svc.c passes its own).
+    let (next, rest) = unsafe { ops(rs) }.accept();
+    // SAFETY: C's out pointer for this call.
+    unsafe { *more = rest };
+    next.map_or(core::ptr::null_mut(), PendingXprt::into_c)
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) -> c_int {
+    let mut rq = SvcRqst {
+        raw: rqstp,
+        received: false,
+        _p: PhantomData,
+    };
+    // SAFETY: a live transport's context (svc.c passes its own).
+    let ret = unsafe { ops(rs) }.recvfrom(&mut rq);
+    // Once on every path.
+    rq.received();
+    ret
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_sendto_rs(
+    rs: *mut c_void,
+    rqstp: *mut svc_rqst,
+    ctxt: *mut c_void,
+) -> c_int {
+    let rq = SvcRqst {
+        raw: rqstp,
+        received: true,
+        _p: PhantomData,
+    };
+    let call = if ctxt.is_null() {
+        None
+    } else {
+        // SAFETY: a context boxed by `accept_call`, alive until
+        // xpo_release_ctxt, which sunrpc calls after sendto.
+        Some(&**unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() })
+    };
+    // SAFETY: a live transport's context.
+    unsafe { ops(rs) }.sendto(&rq, call)
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_result_payload_rs(ctxt: *mut c_void, offset: u32, len: u32) -> c_int {
+    // SAFETY: as in rpcrdma_cm_svc_sendto_rs (C checks it is not null).
+    let call = unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() };
+    call.result_payload(offset, len)
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
+    // SAFETY: boxed by `accept_call`; sunrpc releases each context once.
+    drop(unsafe { KBox::from_raw(ctxt.cast::<Arc<dyn SvcCall>>()) });
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
+    if !rs.is_null() {
+        // SAFETY: a live transport's context.
+        unsafe { ops(rs) }.detach();
+    }
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_free_rs(rs: *mut c_void) {
+    // SAFETY: the context box, freed once: sunrpc frees each transport once.
+    drop(unsafe { KBox::from_raw(rs.cast::<Arc<dyn SvcXprtOps>>()) });
+}
