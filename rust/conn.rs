@@ -46,6 +46,7 @@ use crate::sys::rdma_cm::{
     Names, Net,
 };
 use crate::sys::svc::{PendingXprt, SvcListenerRef, SvcXprt};
+use crate::sys::trace;
 use crate::sys::wait::KillableCondVar;
 use crate::sys::workqueue::Ticker;
 
@@ -660,6 +661,7 @@ impl Conn {
             if !g.state.close(why, status) {
                 return None;
             }
+            trace::closed(self.id, why.name(), status);
             g.x.fail_all(enotconn().to_errno());
             // nfsd closes its transport (xpo_detach follows).
             if let Some(x) = &g.svc {
@@ -719,6 +721,12 @@ impl Conn {
         b
     }
 
+    /// Completes a backchannel Call with its Reply.
+    fn svc_bc_reply(&self, rpc: &[u8], credits: u32) -> bool {
+        let g = self.inner.lock();
+        g.svc.as_ref().is_some_and(|x| x.bc_reply(rpc, credits))
+    }
+
     /// nfsd detaches its transport: its reference goes.
     fn svc_detach(&self) {
         let x = self.inner.lock().svc.take();
@@ -727,6 +735,26 @@ impl Conn {
 
     fn stats(&self) -> &Stats {
         &self.state.stats
+    }
+
+    /// Fires `rpcrdma_cm_negotiated` with what `g` negotiated.
+    fn trace_negotiated(&self, g: &ConnInner) {
+        let (Some(n), Some(o)) = (&g.negotiated, &g.outcome) else {
+            return;
+        };
+        let peer = g.names.as_ref().map_or("-", |n| n.peer());
+        trace::negotiated(&trace::Negotiated {
+            id: self.id,
+            server: self.role == Role::Server,
+            peer,
+            outcome: o.name(),
+            peer_send: n.peer.send_size,
+            peer_recv: n.peer.recv_size,
+            peer_r: n.peer.remote_invalidate,
+            c2s: n.c2s,
+            s2c: n.s2c,
+            reminv: n.remote_invalidation,
+        });
     }
 
     /// Marks the connection active now (the idle timeout counts from here).
@@ -807,6 +835,7 @@ impl CmHandler for Conn {
                 if self.role == Role::Client {
                     g.ord = ev.initiator_depth;
                     g.negotiate(Role::Client, ev.private_data, st);
+                    self.trace_negotiated(&g);
                 }
                 drop(g);
                 self.touch();
@@ -962,10 +991,12 @@ impl Listener {
             Ok(r) => r.inspect_err(|_| st.inc(Counter::ErrAlloc))?,
             Err(Refused::MaxConnections) => {
                 st.inc(Counter::RejectsMaxConnections);
+                trace::reject(req.names().peer(), "max_connections");
                 return Err(EAGAIN);
             }
             Err(Refused::MaxPerPeer) => {
                 st.inc(Counter::RejectsMaxPerPeer);
+                trace::reject(req.names().peer(), "max_connections_per_peer");
                 return Err(EAGAIN);
             }
         }
@@ -993,6 +1024,7 @@ impl Listener {
             g.ord = ev.initiator_depth;
             g.set_device(req.caps(), st);
             g.negotiate(Role::Server, ev.private_data, st);
+            conn.trace_negotiated(&g);
             (g.ours.map(|p| p.encode()), g.buffer_sizes())
         };
         let bytes: &[u8] = match &pdata {

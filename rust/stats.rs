@@ -106,6 +106,8 @@ counters! {
     ReceivesAdded => "receives_added",
     SvcCalls => "nfsd_calls",
     SvcCallsDropped => "nfsd_calls_dropped",
+    BcCalls => "bc_calls_sent",
+    BcReplies => "bc_replies_received",
 }
 
 const N: usize = NAMES.len();

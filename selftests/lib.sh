@@ -197,6 +197,8 @@ start_nfsd() {
 	# A short grace period: WRITE with the anonymous stateid waits it out.
 	echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null
 	echo 10 >/proc/fs/nfsd/nfsv4leasetime 2>/dev/null
+	# lockd's grace period (50 s by default) holds back delegations too.
+	echo 10 >/proc/sys/fs/nfs/nlm_grace_period 2>/dev/null
 	# nfsd's default on a 2 GiB guest is 256 KiB; the tests move 1 MiB.
 	echo 1048576 >/proc/fs/nfsd/max_block_size 2>/dev/null
 	pgrep -x rpcbind >/dev/null || rpcbind -w || return 1

@@ -56,8 +56,13 @@ ALL_TESTS="
 	abandoned_calls_keep_their_credit
 	device_removal_while_listener_starts
 	remote_invalidation_needs_device_support
+	tracepoints_show_negotiation_and_errors
 	svc_class_conflicts_with_rpcrdma
 	nfsd_over_rust_transport
+	nfs_workloads_over_rust_transport
+	delegation_recall_over_backchannel
+	rust_client_to_nfsd_over_rust_transport
+	malformed_headers_to_nfsd_over_rust_transport
 	rmmod_refused_while_nfsd_uses_the_class
 	dmesg_clean
 "
@@ -1432,6 +1437,219 @@ nfsd_over_rust_transport() {
 	[ "$(stat replies_sent_write_list)" -gt 0 ] || { fail "no reply through a Write chunk (READ)"; ok=1; }
 	[ "$(stat nfsd_calls_dropped)" = 0 ] || { fail "calls dropped"; ok=1; }
 	grep " for=nfsd" "$DBG/connections" | head -2 | sed 's/^/# /'
+	return $ok
+}
+
+# What users do on a mount through our transport, at NFS 4.2 and 3: untar a
+# tree of 2,000 files and diff it; random reads and writes of 512 B to 1 MiB
+# with fio's crc32c verification (random writes, every block read back;
+# O_DIRECT: every I/O is an RPC); a
+# directory of 5,000 entries listed complete; and nfsd restarted (rpc.nfsd 0,
+# then again) while a copy runs: the client reconnects (private data
+# exchanged again) and the copy completes byte for byte.
+nfs_workloads_over_rust_transport() {
+	local v src mnt ok=0 pid before i n
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	command -v fio >/dev/null || { fail "fio missing (scripts/deps installs it)"; return 1; }
+	if [ ! -f /tmp/tree.tar ]; then
+		mkdir -p /tmp/tree
+		for ((i = 0; i < 2000; i++)); do
+			mkdir -p "/tmp/tree/d$((i % 40))"
+			head -c $((i * 37 % 9000 + 1)) /dev/urandom >"/tmp/tree/d$((i % 40))/f$i"
+		done
+		tar -C /tmp -cf /tmp/tree.tar tree || return 1
+	fi
+	for v in 4.2 3; do
+		src=/; [ "$v" = 3 ] && src=/tmp/export
+		mnt=/tmp/mnt_w$v
+		mkdir -p "$mnt"
+		timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=$v,nolock,hard "$ADDR:$src" "$mnt" ||
+			{ fail "mount vers=$v"; ok=1; continue; }
+		mkdir -p "$mnt/w$v"
+		tar -C "$mnt/w$v" -xf /tmp/tree.tar || { fail "vers=$v: untar"; ok=1; }
+		diff -r /tmp/tree "$mnt/w$v/tree" >/dev/null || { fail "vers=$v: the untarred tree differs"; ok=1; }
+		n=$(find "$mnt/w$v/tree" -type f | wc -l)
+		[ "$n" = 2000 ] || { fail "vers=$v: $n of 2000 files"; ok=1; }
+		fio --name=verify --filename="$mnt/w$v/fio.dat" --size=16M --rw=randwrite --bsrange=512-1M \
+			--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1 --do_verify=1 \
+			--number_ios=200 --randseed=8797 --output=/tmp/fio_$v.out >/dev/null 2>&1 ||
+			{ fail "vers=$v: fio verify: $(grep -m3 -iE 'err|verify' /tmp/fio_$v.out)"; ok=1; }
+		mkdir "$mnt/w$v/big"
+		(cd "$mnt/w$v/big" && for ((i = 0; i < 5000; i++)); do : >"e$i" || exit 1; done) ||
+			{ fail "vers=$v: creating 5000 entries"; ok=1; }
+		echo 3 >/proc/sys/vm/drop_caches
+		n=$(ls "$mnt/w$v/big" | wc -l)
+		[ "$n" = 5000 ] || { fail "vers=$v: $n of 5000 entries listed"; ok=1; }
+		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
+		umount "$mnt" || ok=1
+	done
+	# nfsd restarts during a copy.
+	mnt=/tmp/mnt_r
+	mkdir -p "$mnt"
+	head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" || { fail "mount for the restart"; return 1; }
+	before=$(stat established)
+	cp /tmp/nfs_big.bin "$mnt/restart.bin" &
+	pid=$!
+	sleep 1
+	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
+	sleep 2
+	start_nfsd_on_ours || { fail "nfsd did not come back"; ok=1; }
+	wait "$pid" || { fail "the copy failed across the restart"; ok=1; }
+	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "the copy differs after the restart"; ok=1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "read back after the restart differs"; ok=1; }
+	ktap_print_msg "restart: $(($(stat established) - before)) connection ends established again (private data exchanged anew)"
+	[ "$(stat established)" -gt "$before" ] || { fail "no new connection after the restart"; ok=1; }
+	rm -f "$mnt/restart.bin"
+	umount "$mnt" || ok=1
+	return $ok
+}
+
+# NFSv4.1 callbacks over our transport's backchannel: nfsd's callback path to
+# the client is up, the client gets a read delegation, and a local writer on
+# the server that conflicts with it makes nfsd recall it (CB_RECALL over the
+# backchannel): the write proceeds within seconds, not after the lease-break
+# time (20 s here), and our counters show the backchannel Calls and Replies.
+delegation_recall_over_backchannel() {
+	local mnt=/tmp/mnt_cb ok=0 t0 took info states before_c before_r i
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	echo 20 >/proc/sys/fs/lease-break-time
+	echo "delegated data" >/tmp/export/deleg_file
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.1 "$ADDR:/" "$mnt" || { fail "mount vers=4.1"; return 1; }
+	# The callback path comes up once nfsd's CB_NULL probe is answered.
+	for ((i = 0; i < 100; i++)); do
+		grep -qs "callback state: UP" /proc/fs/nfsd/clients/*/info && break
+		sleep 0.2
+	done
+	info=$(grep -hs "callback" /proc/fs/nfsd/clients/*/info | tr '\n' ' ')
+	ktap_print_msg "nfsd: $info"
+	[[ "$info" == *"callback state: UP"* ]] || { fail "nfsd's callback path is not up"; ok=1; }
+	before_c=$(stat bc_calls_sent)
+	before_r=$(stat bc_replies_received)
+	# nfsd grants no delegation during its grace period (10 s after a
+	# start): open until one comes.
+	for ((i = 0; i < 30; i++)); do
+		exec 7<"$mnt/deleg_file"
+		cat <&7 >/dev/null
+		states=$(cat /proc/fs/nfsd/clients/*/states 2>/dev/null | tr '\n' ' ')
+		[[ "$states" == *"type: deleg"* ]] && break
+		exec 7<&-
+		sleep 2
+	done
+	ktap_print_msg "nfsd states: $states"
+	[[ "$states" == *"type: deleg"* ]] || { fail "no delegation granted"; ok=1; }
+	t0=$(date +%s.%N)
+	timeout 60 sh -c 'echo "more" >>/tmp/export/deleg_file' || { fail "local write failed"; ok=1; }
+	took=$(elapsed "$t0")
+	ktap_print_msg "local write waited $took s for the recall; bc_calls_sent +$(($(stat bc_calls_sent) - before_c)) bc_replies_received +$(($(stat bc_replies_received) - before_r))"
+	awk -v t="$took" 'BEGIN { exit !(t < 10) }' || { fail "the recall did not complete (the write waited for the lease-break time)"; ok=1; }
+	[ "$(stat bc_calls_sent)" -gt "$before_c" ] && [ "$(stat bc_replies_received)" -gt "$before_r" ] ||
+		{ fail "no backchannel Call and Reply counted"; ok=1; }
+	exec 7<&-
+	[ "$(cat "$mnt/deleg_file")" = "$(printf 'delegated data\nmore')" ] || { fail "the client reads stale data"; ok=1; }
+	umount "$mnt" || ok=1
+	return $ok
+}
+
+# Our debugfs client, advertising a 1 KiB receive size, against nfsd over our
+# server transport: every chunk type both ways, data checked, and RFC 8797's
+# point: no reply Send exceeds the client's receive size (a larger one would
+# fail our client's 1 KiB Receive and end the connection).
+rust_client_to_nfsd_over_rust_transport() {
+	local id n line ok=0 seed sl
+	# Not reloaded: nfsd holds the module while it listens through it.
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	nfs_files || return 1
+	id=$(connected "$ADDR $NFS_PORT recv_size=1024") || return 1
+	sl=$(server_for "$id")
+	expect "$(conn_line "$id")" c2s=4096 s2c=1024 || ok=1
+	expect "$sl" for=nfsd s2c=1024 || ok=1
+	rpc "$id" nfs getattr f_4096 && expect "$(last_rpc)" result=success nfs_status=0 type=1 size=4096 reply=inline || ok=1
+	for n in 1 1024 4096 65536 1048576; do
+		rpc "$id" nfs read f_$n $n || { fail "read f_$n: $(last_rpc)"; ok=1; continue; }
+		line=$(last_rpc)
+		expect "$line" result=success nfs_status=0 data_len=$n eof=1 data_fnv="$(fnv /tmp/export/f_$n)" || ok=1
+		[ "$n" = 1 ] && { expect "$line" reply=inline || ok=1; }
+		[ "$n" -ge 1024 ] && { expect "$line" reply=write_list || ok=1; }
+	done
+	for n in 1 4096 1048576; do
+		seed=$((n + 11))
+		nfs_write "$id" w_$n $n $seed || { fail "write w_$n: $(last_rpc)"; ok=1; continue; }
+		expect "$(last_rpc)" result=success nfs_status=0 written=$n || ok=1
+		[ "$n" -ge 4096 ] && { expect "$(last_rpc)" call=read_chunk || ok=1; }
+		[ "$(wc -c </tmp/export/w_$n)" = "$n" ] && is_pattern /tmp/export/w_$n $seed ||
+			{ fail "w_$n does not hold what was written"; ok=1; }
+	done
+	rpc "$id" nfs readdir d500 || { fail "readdir: $(last_rpc)"; ok=1; }
+	expect "$(last_rpc)" result=success nfs_status=0 reply=reply_chunk entries=500 eof=1 \
+		names_fnv_sum="$(names_fnv_sum /tmp/export/d500)" || ok=1
+	ktap_print_msg "client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$(field "$sl" id) " "$DBG/xprt")"
+	expect "$(conn_line "$id")" state=established || ok=1
+	[ "$(xcount "$id" recv_errors)" = 0 ] || { fail "a reply exceeded our 1 KiB receive size"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	return $ok
+}
+
+# Malformed RPC-over-RDMA headers from a client to nfsd over our transport:
+# a valid NFS NULL is answered by nfsd; a version 2 header gets ERR_VERS, an
+# unknown procedure ERR_CHUNK, without nfsd seeing them; the connection
+# stays up; no oops (dmesg_clean).
+malformed_headers_to_nfsd_over_rust_transport() {
+	local out ok=0 null sl sid
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	null=$(w 41 1 4 0 0 0 0 41 0 2 100003 4 0 0 0 0 0)
+	out=$(timeout 60 "$PVT_PEER" client "$ADDR" $NFS_PORT f6ab0e1801010303 \
+		"$null" "$(w 42 2 4 0 0 0 0)" "$(w 43 1 4 7 0 0 0)" "$null" 2>&1)
+	echo "$out" | grep -v peer_pvt | sed 's/^/# /'
+	mapfile -t r < <(echo "$out" | sed -n '/^established/,$p' | tail -n +2)
+	[[ "${r[0]-}" == "reply len=52 $(w 41 1 4 0 0 0 0 41 1 0 0 0 0)"* ]] || { fail "NULL: ${r[0]-}"; ok=1; }
+	# nfsd's connections grant two credits fewer (room for backchannel
+	# Replies): 13 with 16 Receives of 4 KiB.
+	[[ "${r[1]-}" == "reply len=28 $(w 42 1 13 4 1 1 1)"* ]] || { fail "version 2: ${r[1]-}"; ok=1; }
+	[[ "${r[2]-}" == "reply len=20 $(w 43 1 13 4 2)"* ]] || { fail "procedure 7: ${r[2]-}"; ok=1; }
+	[[ "${r[3]-}" == "reply len=52 "* ]] || { fail "NULL after the errors: ${r[3]-}"; ok=1; }
+	sl=$(grep " role=server state=.* for=nfsd " "$DBG/connections" | tail -1)
+	sid=$(field "$sl" id)
+	ktap_print_msg "$(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" nfsd_calls)" = 2 ] || { fail "nfsd_calls=$(xcount "$sid" nfsd_calls), expected 2"; ok=1; }
+	[ "$(xcount "$sid" rdma_error_sent)" = 2 ] || { fail "rdma_error_sent"; ok=1; }
+	return $ok
+}
+
+# The trace system rpcrdma_cm: negotiation on both ends (the values
+# xprtrdma_inline_thresh shows for Linux's client), RDMA_ERROR sent, a
+# connection refused by a limit, connections closing.
+tracepoints_show_negotiation_and_errors() {
+	local trace=/sys/kernel/tracing t id id2 ok=0
+	ensure_tracefs || return 1
+	load_module listen="$ADDR:$PORT" max_connections_per_peer=1 send_size=16384 || return 1
+	echo >$trace/trace
+	echo 1 >$trace/events/rpcrdma_cm/enable || { fail "no rpcrdma_cm trace events"; return 1; }
+	id=$(connected "$ADDR $PORT recv_size=8192") || return 1
+	# A second connection from the same address: refused by the limit.
+	id2=$(client_connect "$ADDR $PORT") || return 1
+	wait_field "$id2" state rejected || ok=1
+	setp max_connections_per_peer 2
+	timeout 30 "$PVT_PEER" client "$ADDR" $PORT f6ab0e1801010303 "$(w 42 2 4 0 0 0 0)" >/dev/null 2>&1
+	echo "disconnect $id" >"$DBG/control"
+	sleep 1
+	echo 0 >$trace/events/rpcrdma_cm/enable
+	t=$(grep -o 'rpcrdma_cm_[a-z_]*:.*' $trace/trace)
+	echo "$t" | sed 's/^/# /'
+	echo "$t" | grep -q "rpcrdma_cm_negotiated: conn=$id client peer=$ADDR:$PORT pvt=found peer_send/recv=16384/4096 peer_r=1 c2s=4096 s2c=8192 reminv=1" ||
+		{ fail "no client negotiation event"; ok=1; }
+	echo "$t" | grep -q "rpcrdma_cm_negotiated: conn=[0-9]* server .* peer_send/recv=16384/8192 peer_r=1 c2s=4096 s2c=8192 reminv=1" ||
+		{ fail "no server negotiation event"; ok=1; }
+	echo "$t" | grep -q "rpcrdma_cm_reject: peer=$ADDR:[0-9]* why=max_connections_per_peer" || { fail "no reject event"; ok=1; }
+	echo "$t" | grep -q "rpcrdma_cm_rdma_error: conn=[0-9]* xid=0x0000002a err=ERR_VERS" || { fail "no RDMA_ERROR event"; ok=1; }
+	echo "$t" | grep -q "rpcrdma_cm_closed: conn=$id state=closed_by_user status=0" || { fail "no close event"; ok=1; }
 	return $ok
 }
 

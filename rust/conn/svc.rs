@@ -23,7 +23,9 @@ use kernel::sync::Arc;
 use super::xprt::{Incoming, ReplyRoute};
 use super::{Conn, Listener, State};
 use crate::proto::conn_state::Closed;
+use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec};
 use crate::stats::XprtCounter as X;
+use crate::sys::errno::emsgsize;
 use crate::sys::qp::{Qp, RecvBuf};
 use crate::sys::rdma_cm::Net;
 use crate::sys::svc::{PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
@@ -131,6 +133,16 @@ impl SvcXprtOps for NfsdConn {
         let Some(qp) = conn.qp_handle() else {
             return 0;
         };
+        // A Reply to one of our backchannel Calls (RFC 8167): no chunks, and
+        // the RPC message says REPLY. It never reaches nfsd's dispatcher.
+        if let Some((rpc, credits)) = backchannel_reply(buf.data()) {
+            if conn.svc_bc_reply(rpc, credits) {
+                conn.count(X::BcReplies, 1);
+            } else {
+                conn.count(X::RepliesUnmatched, 1);
+            }
+            return 0;
+        }
         // What the reply needs, from the header; the borrow of `buf` ends here.
         let decoded = conn.decode_call(&qp, buf.data()).map(|inc| {
             let Incoming {
@@ -229,6 +241,42 @@ impl SvcXprtOps for NfsdConn {
         }
     }
 
+    fn bc_send(&self, msg: &[u8]) -> i32 {
+        let conn = &self.0;
+        let Some(qp) = conn.qp_handle() else {
+            return -(kernel::bindings::ENOTCONN as i32);
+        };
+        let Some(xid) = msg
+            .get(..4)
+            .map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+        else {
+            return -(kernel::bindings::EINVAL as i32);
+        };
+        let spec = MsgSpec {
+            xid,
+            credits: BC_CREDITS,
+            nomsg: false,
+            reads: &[],
+            writes: &[],
+            reply: None,
+        };
+        let res = qp.send(None, |buf| {
+            let hl = encode_msg(buf, &spec).map_err(|_| emsgsize())?;
+            buf.get_mut(hl..hl + msg.len())
+                .ok_or_else(emsgsize)?
+                .copy_from_slice(msg);
+            Ok(hl + msg.len())
+        });
+        match res {
+            Ok(()) => {
+                conn.count(X::BcCalls, 1);
+                0
+            }
+            Err(e) if e == EBUSY => -(kernel::bindings::EAGAIN as i32),
+            Err(_) => -(kernel::bindings::ENOTCONN as i32),
+        }
+    }
+
     fn detach(&self) {
         // nfsd closes the transport: the connection goes, without waiting
         // here for the requests still in flight (their buffers hold the QP:
@@ -236,6 +284,25 @@ impl SvcXprtOps for NfsdConn {
         self.0.svc_detach();
         self.0.close_deferred(Closed::ClosedByNfsd);
     }
+}
+
+/// Credits a backchannel Call grants the client for its Replies (as svcrdma:
+/// the backchannel's two slots).
+const BC_CREDITS: u32 = 2;
+
+/// The RPC message and credit field of a backchannel Reply (RDMA_MSG, no
+/// chunks, message type REPLY), if `data` is one.
+fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
+    let h = decode(data, &Limits::DEFAULT).ok()?;
+    let Body::Msg(c) = h.body else {
+        return None;
+    };
+    if c.read_segments() != 0 || c.write_chunks() != 0 || c.reply_chunk().is_some() {
+        return None;
+    }
+    let rpc = data.get(h.len..)?;
+    let mtype = rpc.get(4..8)?;
+    (mtype == [0, 0, 0, 1]).then_some((rpc, h.credits))
 }
 
 impl Conn {

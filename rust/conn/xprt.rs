@@ -47,6 +47,9 @@ use crate::sys::errno::{emsgsize, enotconn, eproto};
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{Completion, WC_FLUSHED};
 
+/// Receives an nfsd connection keeps for backchannel Replies.
+const BC_RESERVE: u32 = 2;
+
 /// Most RPC results kept for the `rpcs` file.
 pub(crate) const KEEP_RPCS: usize = 64;
 /// The largest call message the responder assembles from chunks.
@@ -301,6 +304,7 @@ impl Conn {
     fn failed_completion(&self, qp: &Qp, status: i32, counter: X) {
         if status != WC_FLUSHED {
             self.count(counter, 1);
+            crate::sys::trace::wc_error(self.id, matches!(counter, X::RecvErrors), status);
             self.fatal(qp);
         } else if self.inner.lock().state.is_established() {
             self.fatal(qp);
@@ -340,7 +344,12 @@ impl Conn {
                 self.count(X::ReceivesAdded, u64::from(n));
             }
         }
-        let grant = server_grant(qp.recv_buffers().0);
+        // nfsd's connections keep room for the Replies to backchannel Calls
+        // (two at a time), which the client sends unasked for.
+        let reserve = if self.nfsd { BC_RESERVE } else { 0 };
+        let grant = server_grant(qp.recv_buffers().0)
+            .saturating_sub(reserve)
+            .max(1);
         self.inner.lock().x.credits = grant;
         grant
     }
@@ -686,10 +695,17 @@ impl Conn {
     }
 
     pub(super) fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
+        let code = match body {
+            ErrorBody::Vers { .. } => crate::proto::header::ERR_VERS,
+            _ => crate::proto::header::ERR_CHUNK,
+        };
         match qp.send(None, |buf| {
             encode_error(buf, xid, credits, body).map_err(short)
         }) {
-            Ok(()) => self.count(X::RdmaErrorSent, 1),
+            Ok(()) => {
+                self.count(X::RdmaErrorSent, 1);
+                crate::sys::trace::rdma_error(self.id, xid, code);
+            }
             Err(e) => self.send_failed(qp, e),
         }
     }

@@ -16,5 +16,6 @@ pub(crate) mod param;
 pub(crate) mod qp;
 pub(crate) mod rdma_cm;
 pub(crate) mod svc;
+pub(crate) mod trace;
 pub(crate) mod wait;
 pub(crate) mod workqueue;

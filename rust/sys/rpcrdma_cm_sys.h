@@ -214,6 +214,7 @@ int rpcrdma_cm_svc_arg_inline(struct svc_rqst *rqstp, u8 *buf, u32 len, void *ct
 int rpcrdma_cm_svc_arg_copy(struct svc_rqst *rqstp, const u8 *buf, u32 len, void *ctxt);
 u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp);
 int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len);
+int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits);
 
 /* Implemented in Rust (rust/sys/svc.rs). */
 int rpcrdma_cm_svc_create_rs(struct rpcrdma_cm_svc_xprt *x, struct net *net, int family,
@@ -225,6 +226,17 @@ int rpcrdma_cm_svc_result_payload_rs(void *ctxt, u32 offset, u32 length);
 void rpcrdma_cm_svc_release_ctxt_rs(void *ctxt);
 void rpcrdma_cm_svc_detach_rs(void *rs);
 void rpcrdma_cm_svc_free_rs(void *rs);
+int rpcrdma_cm_svc_bc_send_rs(void *rs, const u8 *msg, u32 len);
+
+/* trace.c: tracepoints (rpcrdma_cm_trace.h) ---------------------------------- */
+
+void rpcrdma_cm_trace_negotiated(u32 id, bool server, const char *peer, const char *outcome,
+				 u32 peer_send, u32 peer_recv, bool peer_r, u32 c2s, u32 s2c,
+				 bool reminv);
+void rpcrdma_cm_trace_reject(const char *peer, const char *why);
+void rpcrdma_cm_trace_rdma_error(u32 id, u32 xid, u32 code);
+void rpcrdma_cm_trace_closed(u32 id, const char *why, int status);
+void rpcrdma_cm_trace_wc_error(u32 id, bool recv, int status);
 
 /* ib_client.c: RDMA devices appearing ---------------------------------------- */
 

@@ -21,6 +21,7 @@
 #include <linux/sunrpc/svc.h>
 #include <linux/sunrpc/svc_xprt.h>
 #include <linux/sunrpc/xdr.h>
+#include <linux/sunrpc/xprt.h>
 #include <linux/sunrpc/xprtrdma.h>
 #include <rdma/rdma_cm.h>
 
@@ -182,6 +183,13 @@ static struct svc_xprt_class rpcrdma_cm_svc_class = {
 	.xcl_max_payload = RPCSVC_MAXPAYLOAD,
 };
 
+static struct xprt_class rpcrdma_cm_bc_class;
+
+/*
+ * Registers the server class and, for NFSv4.1 callbacks over nfsd's
+ * connections, the backchannel client class nfsd looks up by the server
+ * class's ident | XPRT_TRANSPORT_BC.
+ */
 int rpcrdma_cm_svc_register(const char *name)
 {
 	int ret;
@@ -190,17 +198,221 @@ int rpcrdma_cm_svc_register(const char *name)
 		return -ENAMETOOLONG;
 	rpcrdma_cm_svc_class.xcl_ident = strcmp(name, "rdma") ? RPCRDMA_CM_XPRT_IDENT :
 							       XPRT_TRANSPORT_RDMA;
+	rpcrdma_cm_bc_class.ident = rpcrdma_cm_svc_class.xcl_ident | XPRT_TRANSPORT_BC;
 	ret = svc_reg_xprt_class(&rpcrdma_cm_svc_class);
-	if (!ret)
-		rpcrdma_cm_svc_registered = true;
-	return ret;
+	if (ret)
+		return ret;
+	ret = xprt_register_transport(&rpcrdma_cm_bc_class);
+	if (ret) {
+		svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
+		return ret;
+	}
+	rpcrdma_cm_svc_registered = true;
+	return 0;
 }
 
 void rpcrdma_cm_svc_unregister(void)
 {
-	if (rpcrdma_cm_svc_registered)
+	if (rpcrdma_cm_svc_registered) {
+		xprt_unregister_transport(&rpcrdma_cm_bc_class);
 		svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
+	}
 	rpcrdma_cm_svc_registered = false;
+}
+
+/* The NFSv4.1 backchannel ------------------------------------------------- */
+
+/*
+ * Reverse-direction calls (CB_RECALL, CB_SEQUENCE...) travel on the forward
+ * connection: the client side of the RPC layer (xprt.c) drives them through
+ * this rpc_xprt, whose send_request hands each Call to Rust, which sends it
+ * with an RPC-over-RDMA header; the Reply comes back among the forward
+ * calls and rpcrdma_cm_svc_bc_reply() completes it. Inline only (RFC 8167:
+ * backchannel messages carry no chunks), two requests at a time, as svcrdma.
+ */
+#define RPCRDMA_CM_BC_REQUESTS 2
+
+static int rpcrdma_cm_bc_buf_alloc(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+	struct page *page;
+
+	if (rqst->rq_callsize > PAGE_SIZE)
+		return -EINVAL;
+	page = alloc_page(GFP_NOIO | __GFP_NOWARN);
+	if (!page)
+		return -ENOMEM;
+	rqst->rq_buffer = page_address(page);
+	rqst->rq_rbuffer = kmalloc(rqst->rq_rcvsize, GFP_NOIO | __GFP_NOWARN);
+	if (!rqst->rq_rbuffer) {
+		put_page(page);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void rpcrdma_cm_bc_buf_free(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+
+	put_page(virt_to_page(rqst->rq_buffer));
+	kfree(rqst->rq_rbuffer);
+}
+
+static int rpcrdma_cm_bc_send_request(struct rpc_rqst *rqst)
+{
+	struct svc_xprt *sxprt = rqst->rq_xprt->bc_xprt;
+	struct xdr_buf *snd = &rqst->rq_snd_buf;
+	u8 *msg;
+	int ret;
+
+	if (!sxprt || test_bit(XPT_DEAD, &sxprt->xpt_flags))
+		return -ENOTCONN;
+	msg = kmalloc(snd->len, GFP_NOIO | __GFP_NOWARN);
+	if (!msg)
+		return -ENOMEM;
+	ret = read_bytes_from_xdr_buf(snd, 0, msg, snd->len);
+	if (!ret) {
+		rqst->rq_xtime = ktime_get();
+		ret = rpcrdma_cm_svc_bc_send_rs(to_x(sxprt)->rs, msg, snd->len);
+	}
+	kfree(msg);
+	if (ret == -ENOTCONN)
+		svc_xprt_deferred_close(sxprt);
+	return ret;
+}
+
+static void rpcrdma_cm_bc_close(struct rpc_xprt *xprt)
+{
+	xprt_disconnect_done(xprt);
+	xprt->cwnd = RPC_CWNDSHIFT;
+}
+
+static void rpcrdma_cm_bc_destroy(struct rpc_xprt *xprt)
+{
+	int i;
+
+	for (i = 0; i < RPC_DISPLAY_MAX; i++)
+		if (i != RPC_DISPLAY_PROTO && i != RPC_DISPLAY_NETID)
+			kfree(xprt->address_strings[i]);
+	xprt_free(xprt);
+	/* Taken in setup: this function is module code. */
+	module_put(THIS_MODULE);
+}
+
+static const struct rpc_xprt_ops rpcrdma_cm_bc_ops = {
+	.reserve_xprt = xprt_reserve_xprt_cong,
+	.release_xprt = xprt_release_xprt_cong,
+	.alloc_slot = xprt_alloc_slot,
+	.free_slot = xprt_free_slot,
+	.release_request = xprt_release_rqst_cong,
+	.buf_alloc = rpcrdma_cm_bc_buf_alloc,
+	.buf_free = rpcrdma_cm_bc_buf_free,
+	.send_request = rpcrdma_cm_bc_send_request,
+	.wait_for_reply_request = xprt_wait_for_reply_request_def,
+	.close = rpcrdma_cm_bc_close,
+	.destroy = rpcrdma_cm_bc_destroy,
+};
+
+static const struct rpc_timeout rpcrdma_cm_bc_timeout = {
+	.to_initval = 60 * HZ,
+	.to_maxval = 60 * HZ,
+};
+
+static struct rpc_xprt *rpcrdma_cm_bc_setup(struct xprt_create *args)
+{
+	struct sockaddr *sap = (struct sockaddr *)&args->dstaddr;
+	struct rpc_xprt *xprt;
+	char buf[64];
+
+	if (!args->bc_xprt || args->bc_xprt->xpt_class != &rpcrdma_cm_svc_class)
+		return ERR_PTR(-EINVAL);
+	if (args->addrlen > sizeof(xprt->addr))
+		return ERR_PTR(-EBADF);
+	if (!try_module_get(THIS_MODULE))
+		return ERR_PTR(-ENODEV);
+	xprt = xprt_alloc(args->net, sizeof(*xprt), RPCRDMA_CM_BC_REQUESTS,
+			  RPCRDMA_CM_BC_REQUESTS);
+	if (!xprt) {
+		module_put(THIS_MODULE);
+		return ERR_PTR(-ENOMEM);
+	}
+	xprt->timeout = &rpcrdma_cm_bc_timeout;
+	xprt_set_bound(xprt);
+	xprt_set_connected(xprt);
+	xprt->bind_timeout = 0;
+	xprt->reestablish_timeout = 0;
+	xprt->idle_timeout = 0;
+	xprt->prot = rpcrdma_cm_bc_class.ident;
+	xprt->ops = &rpcrdma_cm_bc_ops;
+	memcpy(&xprt->addr, args->dstaddr, args->addrlen);
+	xprt->addrlen = args->addrlen;
+	snprintf(buf, sizeof(buf), "%pISc", sap);
+	xprt->address_strings[RPC_DISPLAY_ADDR] = kstrdup(buf, GFP_KERNEL);
+	snprintf(buf, sizeof(buf), "%u", rpc_get_port(sap));
+	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
+	snprintf(buf, sizeof(buf), "%4hx", rpc_get_port(sap));
+	xprt->address_strings[RPC_DISPLAY_HEX_PORT] = kstrdup(buf, GFP_KERNEL);
+	xprt->address_strings[RPC_DISPLAY_HEX_ADDR] = kstrdup("-", GFP_KERNEL);
+	xprt->address_strings[RPC_DISPLAY_PROTO] = "rdma";
+	xprt->address_strings[RPC_DISPLAY_NETID] = "rdma";
+	xprt->resvport = 0;
+	xprt->max_payload = PAGE_SIZE;
+	/* One reference for the server transport's link, one for the caller. */
+	xprt_get(xprt);
+	args->bc_xprt->xpt_bc_xprt = xprt;
+	xprt->bc_xprt = args->bc_xprt;
+	return xprt;
+}
+
+static struct xprt_class rpcrdma_cm_bc_class = {
+	.list = LIST_HEAD_INIT(rpcrdma_cm_bc_class.list),
+	.name = "rpcrdma_cm backchannel",
+	.owner = THIS_MODULE,
+	.setup = rpcrdma_cm_bc_setup,
+	.netid = { "" },
+};
+
+/*
+ * A Reply to a reverse-direction Call arrived on the forward connection
+ * (@msg, @len octets, the RPC message after the transport header, whose
+ * credit field was @credits): completes the waiting request. -ENOENT if
+ * the transport has no backchannel or no request waits for that XID.
+ */
+int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits)
+{
+	struct rpc_xprt *xprt = x->xprt.xpt_bc_xprt;
+	struct rpc_rqst *req;
+	struct kvec *dst;
+
+	if (!xprt || len < 4)
+		return -ENOENT;
+	spin_lock(&xprt->queue_lock);
+	req = xprt_lookup_rqst(xprt, *(const __be32 *)msg);
+	if (!req)
+		goto out_unlock;
+	dst = &req->rq_private_buf.head[0];
+	memcpy(&req->rq_private_buf, &req->rq_rcv_buf, sizeof(struct xdr_buf));
+	if (dst->iov_len < len)
+		goto out_unlock;
+	memcpy(dst->iov_base, msg, len);
+	xprt_pin_rqst(req);
+	spin_unlock(&xprt->queue_lock);
+
+	credits = clamp_t(u32, credits, 1, RPCRDMA_CM_BC_REQUESTS);
+	spin_lock(&xprt->transport_lock);
+	xprt->cwnd = credits << RPC_CWNDSHIFT;
+	spin_unlock(&xprt->transport_lock);
+
+	spin_lock(&xprt->queue_lock);
+	xprt_complete_rqst(req->rq_task, len);
+	xprt_unpin_rqst(req);
+	spin_unlock(&xprt->queue_lock);
+	return 0;
+
+out_unlock:
+	spin_unlock(&xprt->queue_lock);
+	return -ENOENT;
 }
 
 /* Transports ------------------------------------------------------------- */

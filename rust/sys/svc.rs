@@ -73,6 +73,12 @@ extern "C" {
     ) -> c_int;
     fn rpcrdma_cm_svc_res_len(rqstp: *mut svc_rqst) -> u32;
     fn rpcrdma_cm_svc_res_read(rqstp: *mut svc_rqst, offset: u32, buf: *mut u8, len: u32) -> c_int;
+    fn rpcrdma_cm_svc_bc_reply(
+        x: *mut rpcrdma_cm_svc_xprt,
+        msg: *const u8,
+        len: u32,
+        credits: u32,
+    ) -> c_int;
 }
 
 /// Makes the Rust side of the listeners nfsd asks for (xpo_create).
@@ -107,6 +113,12 @@ pub(crate) trait SvcXprtOps: Send + Sync {
     /// xpo_detach: nfsd closes the transport (another thread may still be in
     /// sendto). Must not sleep long: no teardown that waits for requests.
     fn detach(&self) {}
+
+    /// The backchannel sends a reverse-direction Call (`msg`, a whole RPC
+    /// message): 0 or a negative errno (`-ENOTCONN` closes the transport).
+    fn bc_send(&self, _msg: &[u8]) -> i32 {
+        -(kernel::bindings::ENOTCONN as i32)
+    }
 }
 
 /// A request's transport context (see the module documentation).
@@ -273,6 +285,18 @@ impl SvcXprt {
     pub(crate) fn close(&self) {
         // SAFETY: as in `set_data`.
         unsafe { rpcrdma_cm_svc_close(self.0.as_ptr()) };
+    }
+
+    /// A Reply to a backchannel Call arrived (`msg`: the RPC message, after
+    /// the transport header with `credits`): completes the waiting request.
+    /// `false` if the transport has no backchannel or no request waits.
+    pub(crate) fn bc_reply(&self, msg: &[u8], credits: u32) -> bool {
+        let Ok(len) = u32::try_from(msg.len()) else {
+            return false;
+        };
+        // SAFETY: as in `set_data`; C reads `len` octets of `msg` during the
+        // call (it copies them into the request).
+        unsafe { rpcrdma_cm_svc_bc_reply(self.0.as_ptr(), msg.as_ptr(), len, credits) == 0 }
     }
 }
 
@@ -477,6 +501,18 @@ extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
         // SAFETY: a live transport's context.
         unsafe { ops(rs) }.detach();
     }
+}
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const u8, len: u32) -> c_int {
+    if rs.is_null() {
+        return -(kernel::bindings::ENOTCONN as c_int);
+    }
+    // SAFETY: C passes a buffer of `len` octets, valid for the call.
+    let msg = unsafe { core::slice::from_raw_parts(msg, len as usize) };
+    // SAFETY: a live transport's context: the backchannel holds a reference
+    // on the server transport while it sends.
+    unsafe { ops(rs) }.bc_send(msg)
 }
 
 #[no_mangle]
