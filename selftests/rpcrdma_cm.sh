@@ -63,6 +63,7 @@ ALL_TESTS="
 	delegation_recall_over_backchannel
 	rust_client_to_nfsd_over_rust_transport
 	malformed_headers_to_nfsd_over_rust_transport
+	nfsd_over_ipv6_and_device_removal
 	rmmod_refused_while_nfsd_uses_the_class
 	dmesg_clean
 "
@@ -1650,6 +1651,55 @@ tracepoints_show_negotiation_and_errors() {
 	echo "$t" | grep -q "rpcrdma_cm_reject: peer=$ADDR:[0-9]* why=max_connections_per_peer" || { fail "no reject event"; ok=1; }
 	echo "$t" | grep -q "rpcrdma_cm_rdma_error: conn=[0-9]* xid=0x0000002a err=ERR_VERS" || { fail "no RDMA_ERROR event"; ok=1; }
 	echo "$t" | grep -q "rpcrdma_cm_closed: conn=$id state=closed_by_user status=0" || { fail "no close event"; ok=1; }
+	return $ok
+}
+
+# nfsd over our transport with an IPv6 client (proto=rdma6), and the RDMA
+# device removed while a copy runs on a mount: `rdma link delete` returns,
+# nfsd's connections and listeners let go of the device, the listeners come
+# back when it is added again, the client reconnects and the copy completes
+# byte for byte.
+nfsd_over_ipv6_and_device_removal() {
+	local ok=0 mnt=/tmp/mnt6 pid t0 took i
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	ip -6 addr add 2001:db8::1/64 dev dummy0 nodad 2>/dev/null
+	mkdir -p "$mnt"
+	for ((i = 0; i < 50; i++)); do
+		timeout -s KILL 60 mount -t nfs -o proto=rdma6,port=$NFS_PORT,vers=4.2,hard "[2001:db8::1]:/" "$mnt" 2>/dev/null && break
+		sleep 0.2
+	done
+	mountpoint -q "$mnt" || { fail "mount over IPv6"; return 1; }
+	grep -q " for=nfsd .* peer=\[2001:db8::1\]" "$DBG/connections" || { fail "no IPv6 connection of nfsd's"; ok=1; }
+	head -c $((32 << 20)) /dev/urandom >/tmp/nfs_dev.bin
+	cp /tmp/nfs_dev.bin "$mnt/v6.bin" && cmp -s /tmp/nfs_dev.bin "$mnt/v6.bin" || { fail "copy over IPv6"; ok=1; }
+	cp /tmp/nfs_dev.bin "$mnt/during_removal.bin" &
+	pid=$!
+	sleep 1
+	t0=$(date +%s.%N)
+	timeout -s KILL 60 rdma link delete rxe0 || { fail "rdma link delete failed or hung"; ok=1; }
+	took=$(elapsed "$t0")
+	ktap_print_msg "rdma link delete with nfsd serving a copy: $took s; listeners: $(tr '\n' ' ' <"$DBG/listeners")"
+	ktap_print_msg "nfsd's connections: $(grep for=nfsd "$DBG/connections" | cut -d' ' -f1-4 | tr '\n' ';')"
+	# Every connection of nfsd's on the device is gone (the device could not
+	# have been freed otherwise: the deletion above would not have returned).
+	grep " for=nfsd" "$DBG/connections" | grep -q "state=established" && { fail "a connection survived its device"; ok=1; }
+	sleep 2
+	diag rdma link add rxe0 type rxe netdev dummy0 || { fail "cannot re-add rxe0"; return 1; }
+	# nfsd's listeners are bound to the wildcard address: the RDMA CM keeps
+	# them listening across devices (a listener bound to the device's own
+	# address dies and comes back: device_removal_with_live_connections).
+	for ((i = 0; i < 100; i++)); do
+		[ "$(grep -c 'for=nfsd' "$DBG/listeners")" = "$(grep -c 'state=listening for=nfsd' "$DBG/listeners")" ] && break
+		sleep 0.2
+	done
+	grep -q "state=dead for=nfsd" "$DBG/listeners" && { fail "nfsd's listeners did not come back"; ok=1; }
+	timeout 300 tail --pid="$pid" -f /dev/null
+	wait "$pid" || { fail "the copy failed across the device removal"; ok=1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/nfs_dev.bin "$mnt/during_removal.bin" || { fail "the copy differs after the device came back"; ok=1; }
+	rm -f "$mnt/v6.bin" "$mnt/during_removal.bin"
+	umount "$mnt" || ok=1
 	return $ok
 }
 
