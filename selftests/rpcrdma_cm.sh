@@ -61,6 +61,7 @@ ALL_TESTS="
 	nfsd_over_rust_transport
 	nfs_workloads_over_rust_transport
 	delegation_recall_over_backchannel
+	c_client_sees_remote_invalidation
 	rust_client_to_nfsd_over_rust_transport
 	malformed_headers_to_nfsd_over_rust_transport
 	nfsd_over_ipv6_and_device_removal
@@ -1552,6 +1553,41 @@ delegation_recall_over_backchannel() {
 		{ fail "no backchannel Call and Reply counted"; ok=1; }
 	exec 7<&-
 	[ "$(cat "$mnt/deleg_file")" = "$(printf 'delegated data\nmore')" ] || { fail "the client reads stale data"; ok=1; }
+	umount "$mnt" || ok=1
+	return $ok
+}
+
+# mountstat FIELD: a field of the rdma xprt line of /proc/self/mountstats
+# (xprtrdma's print_stats): 12 write_chunk_count, 11 read_chunk_count,
+# 25 local_inv_needed (counting from the field after "rdma").
+mountstat() {
+	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
+}
+
+# RFC 8797 on the real path, as Linux's client sees it: it sets R, so does our
+# server (on rxe), and its chunked READs and WRITEs come back with Send With
+# Invalidate: in the client's own mountstats the chunks rise while
+# local_inv_needed stays where it was. xprtrdma takes one remotely invalidated
+# MR per reply (frwr_reminv) and invalidates the call's other MRs itself; on
+# rxe an MR spans 128 KiB, so rsize and wsize of 64 KiB keep each chunk in one.
+c_client_sees_remote_invalidation() {
+	local mnt=/tmp/mnt_ri ok=0 w0 r0 l0 w1 r1 l1 sl
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,rsize=65536,wsize=65536 "$ADDR:/" "$mnt" || { fail "mount"; return 1; }
+	sl=$(grep " for=nfsd" "$DBG/connections" | grep "state=established" | tail -1)
+	expect "$sl" peer_r=1 reminv=1 || ok=1
+	head -c $((4 << 20)) /dev/urandom >/tmp/ri.bin
+	w0=$(mountstat 12) r0=$(mountstat 11) l0=$(mountstat 25)
+	cp /tmp/ri.bin "$mnt/ri.bin" && sync
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/ri.bin "$mnt/ri.bin" || { fail "data differs"; ok=1; }
+	w1=$(mountstat 12) r1=$(mountstat 11) l1=$(mountstat 25)
+	ktap_print_msg "C client mountstats: write_chunk_count $w0 -> $w1, read_chunk_count $r0 -> $r1, local_inv_needed $l0 -> $l1; our send_with_invalidate=$(stat send_with_invalidate)"
+	[ "$((w1 - w0))" -ge 4 ] && [ "$((r1 - r0))" -ge 4 ] || { fail "the READs and WRITEs used no chunks"; ok=1; }
+	[ "$l1" = "$l0" ] || { fail "the client had to invalidate locally $((l1 - l0)) times"; ok=1; }
+	rm -f "$mnt/ri.bin"
 	umount "$mnt" || ok=1
 	return $ok
 }

@@ -26,7 +26,7 @@ use crate::proto::header::{
     decode, encode_msg, Body, Header, Limits, MsgSpec, ReadSegment, Segment,
 };
 use crate::proto::negotiate::{Negotiated, Role};
-use crate::proto::nfs4::{decode_compound, encode_compound, fnv1a64, Op, Summary, FNV_BASIS};
+use crate::proto::nfs4::{decode_compound, encode_compound, fnv1a64, Op, FNV_BASIS};
 use crate::proto::rpc::{
     decode_reply, echo, encode_call_cred, AcceptStat, Cred, ReplyStatus, CALL_HEADER_SYS_LEN,
     REPLY_HEADER_LEN,
@@ -919,40 +919,6 @@ impl Conn {
             interrupted,
         })
     }
-}
-
-/// What `rpcs` shows of an NFS COMPOUND.
-pub(super) fn show_nfs(
-    m: &mut impl core::fmt::Write,
-    s: &Summary,
-    data_fnv: Option<u64>,
-) -> core::fmt::Result {
-    write!(m, " nfs_status={} nfs_results={}", s.status, s.results)?;
-    if let Some(op) = s.failed_op {
-        write!(m, " nfs_failed_op={}", op)?;
-    }
-    if let Some((kind, size)) = s.attrs {
-        write!(m, " type={} size={}", kind, size)?;
-    }
-    if let Some((eof, len, _)) = s.read {
-        write!(m, " eof={} data_len={}", u8::from(eof), len)?;
-    }
-    if let Some(h) = data_fnv {
-        write!(m, " data_fnv={:016x}", h)?;
-    }
-    if let Some((count, committed)) = s.write {
-        write!(m, " written={} committed={}", count, committed)?;
-    }
-    if let Some((entries, sum, eof)) = s.readdir {
-        write!(
-            m,
-            " entries={} names_fnv_sum={:016x} eof={}",
-            entries,
-            sum,
-            u8::from(eof)
-        )?;
-    }
-    Ok(())
 }
 
 const _: () = assert!(CALL_HEADER_SYS_LEN < HEAD_MAX);

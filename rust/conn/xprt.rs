@@ -214,10 +214,44 @@ impl RpcRecord {
             write!(m, " verified={}", u8::from(v))?;
         }
         if let Some(n) = &self.nfs {
-            super::client::show_nfs(m, n, self.data_fnv)?;
+            show_nfs(m, n, self.data_fnv)?;
         }
         writeln!(m, " usec={}", self.usec)
     }
+}
+
+/// What `rpcs` shows of an NFS COMPOUND.
+fn show_nfs(
+    m: &mut impl core::fmt::Write,
+    s: &Summary,
+    data_fnv: Option<u64>,
+) -> core::fmt::Result {
+    write!(m, " nfs_status={} nfs_results={}", s.status, s.results)?;
+    if let Some(op) = s.failed_op {
+        write!(m, " nfs_failed_op={}", op)?;
+    }
+    if let Some((kind, size)) = s.attrs {
+        write!(m, " type={} size={}", kind, size)?;
+    }
+    if let Some((eof, len, _)) = s.read {
+        write!(m, " eof={} data_len={}", u8::from(eof), len)?;
+    }
+    if let Some(h) = data_fnv {
+        write!(m, " data_fnv={:016x}", h)?;
+    }
+    if let Some((count, committed)) = s.write {
+        write!(m, " written={} committed={}", count, committed)?;
+    }
+    if let Some((entries, sum, eof)) = s.readdir {
+        write!(
+            m,
+            " entries={} names_fnv_sum={:016x} eof={}",
+            entries,
+            sum,
+            u8::from(eof)
+        )?;
+    }
+    Ok(())
 }
 
 /// The last [`KEEP_RPCS`] calls, oldest first once full.
