@@ -22,33 +22,12 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 
 use super::errno::emsgsize;
-use super::qp::{rpcrdma_cm_qp, Qp};
+use super::qp::Qp;
 
-/// C `struct rpcrdma_cm_chunk`, opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_chunk {
-    _p: [u8; 0],
-}
-
-extern "C" {
-    fn rpcrdma_cm_chunk_alloc(qp: *mut rpcrdma_cm_qp, len: u32) -> *mut rpcrdma_cm_chunk;
-    fn rpcrdma_cm_chunk_copy(
-        c: *mut rpcrdma_cm_chunk,
-        off: u32,
-        buf: *mut u8,
-        n: u32,
-        into: bool,
-    ) -> c_int;
-    fn rpcrdma_cm_chunk_register(
-        c: *mut rpcrdma_cm_chunk,
-        remote_write: bool,
-        rkey: *mut u32,
-        iova: *mut u64,
-    ) -> c_int;
-    fn rpcrdma_cm_chunk_free(c: *mut rpcrdma_cm_chunk, remotely_invalidated: bool) -> c_int;
-    fn rpcrdma_cm_chunk_rdma(c: *mut rpcrdma_cm_chunk, rkey: u32, addr: u64, write: bool) -> c_int;
-}
-
+use super::bindings::{
+    rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy, rpcrdma_cm_chunk_free,
+    rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register,
+};
 use kernel::ffi::c_int;
 
 /// The largest chunk (4 MiB, as `RPCRDMA_CM_CHUNK_MAX_PAGES` in qp.h).

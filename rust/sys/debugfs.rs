@@ -6,44 +6,17 @@
 //! `debugfs_remove()`, which waits until no reader is inside a file's `show`, and
 //! only then releases the data the files point to. No file can outlive its data.
 
+use super::bindings::{
+    c_fn, debugfs_remove, dentry, rpcrdma_cm_debugfs_create_dir, rpcrdma_cm_debugfs_create_file,
+    seq_file, seq_write,
+};
 use core::fmt;
-use core::marker::{PhantomData, PhantomPinned};
+use core::marker::PhantomData;
 use core::ptr;
 use kernel::error::to_result;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-/// C `struct dentry`, opaque.
-#[repr(C)]
-pub(crate) struct dentry {
-    _p: [u8; 0],
-    _m: PhantomData<(*mut u8, PhantomPinned)>,
-}
-
-/// C `struct seq_file`, opaque.
-#[repr(C)]
-pub(crate) struct seq_file {
-    _p: [u8; 0],
-    _m: PhantomData<(*mut u8, PhantomPinned)>,
-}
-
-extern "C" {
-    fn rpcrdma_cm_debugfs_create_dir(
-        name: *const c_char,
-        parent: *mut dentry,
-        out: *mut *mut dentry,
-    ) -> c_int;
-    fn rpcrdma_cm_debugfs_create_file(
-        name: *const c_char,
-        writable: bool,
-        parent: *mut dentry,
-        private: *mut c_void,
-        out: *mut *mut dentry,
-    ) -> c_int;
-    fn debugfs_remove(dentry: *mut dentry);
-    fn seq_write(m: *mut seq_file, data: *const c_void, len: usize) -> c_int;
-}
 
 /// Something that renders itself as the text of a debugfs file.
 pub(crate) trait Show: Send + Sync {
@@ -91,6 +64,7 @@ extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) ->
         Err(fmt::Error) => EINVAL.to_errno(),
     }
 }
+c_fn!(rpcrdma_cm_debugfs_show);
 
 /// Called by `debugfs.c` for each write() to a file made by [`Dir::rw_file`].
 #[no_mangle]
@@ -113,6 +87,7 @@ extern "C" fn rpcrdma_cm_debugfs_write(
         Err(e) => e.to_errno(),
     }
 }
+c_fn!(rpcrdma_cm_debugfs_write);
 
 /// A debugfs directory and the files in it.
 pub(crate) struct Dir {

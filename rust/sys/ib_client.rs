@@ -3,17 +3,12 @@
 //! Notice of RDMA devices being added (an IB client, in `ib_client.c`), so that
 //! listeners whose device was removed can listen again when one comes back.
 
+use super::bindings::{c_fn, rpcrdma_cm_client_register, rpcrdma_cm_client_unregister};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::error::to_result;
-use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-extern "C" {
-    fn rpcrdma_cm_client_register(ctx: *mut c_void) -> c_int;
-    fn rpcrdma_cm_client_unregister();
-}
 
 /// Told when an RDMA device was added, in process context.
 pub(crate) trait DeviceHandler: Send + Sync {
@@ -80,3 +75,4 @@ extern "C" fn rpcrdma_cm_device_added_rs(ctx: *mut c_void) {
     let handler = unsafe { &*ctx.cast::<Arc<dyn DeviceHandler>>() };
     handler.device_added();
 }
+c_fn!(rpcrdma_cm_device_added_rs);

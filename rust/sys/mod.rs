@@ -8,6 +8,7 @@
 //! beside the `.rs` file of the same name, linked into the same module)
 //! provides plain functions, declared once in `rpcrdma_cm_sys.h`.
 
+pub(crate) mod bindings;
 pub(crate) mod chunk;
 pub(crate) mod debugfs;
 pub(crate) mod errno;

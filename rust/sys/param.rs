@@ -7,24 +7,15 @@
 use kernel::ffi::c_char;
 use kernel::prelude::*;
 
+use super::bindings::{
+    c_fn, rpcrdma_cm_msleep, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy,
+    rpcrdma_cm_param_listen, rpcrdma_cm_param_max_connections,
+    rpcrdma_cm_param_max_connections_per_peer, rpcrdma_cm_param_recv_size,
+    rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest, rpcrdma_cm_param_send_size,
+    rpcrdma_cm_param_svc_class, rpcrdma_cm_param_test_listen_delay_ms,
+    rpcrdma_cm_param_test_teardown_delay_ms, rpcrdma_cm_random_u32,
+};
 use crate::proto::config::{check_listen_param, check_size_param};
-
-extern "C" {
-    fn rpcrdma_cm_param_selftest() -> bool;
-    fn rpcrdma_cm_param_send_size() -> u32;
-    fn rpcrdma_cm_param_recv_size() -> u32;
-    fn rpcrdma_cm_param_remote_invalidate() -> bool;
-    fn rpcrdma_cm_param_legacy() -> bool;
-    fn rpcrdma_cm_param_listen() -> *const c_char;
-    fn rpcrdma_cm_param_svc_class() -> *const c_char;
-    fn rpcrdma_cm_param_max_connections() -> u32;
-    fn rpcrdma_cm_param_max_connections_per_peer() -> u32;
-    fn rpcrdma_cm_param_idle_timeout() -> u32;
-    fn rpcrdma_cm_param_test_teardown_delay_ms() -> u32;
-    fn rpcrdma_cm_param_test_listen_delay_ms() -> u32;
-    fn rpcrdma_cm_msleep(ms: u32);
-    fn rpcrdma_cm_random_u32() -> u32;
-}
 
 /// `selftest`: run the protocol core's vectors at load.
 pub(crate) fn selftest() -> bool {
@@ -124,6 +115,7 @@ pub(crate) fn svc_class() -> &'static CStr {
 extern "C" fn rpcrdma_cm_size_param_ok(v: u32) -> bool {
     check_size_param(v).is_ok()
 }
+c_fn!(rpcrdma_cm_size_param_ok);
 
 /// Called by param.c before the `listen` parameter takes a value.
 #[no_mangle]
@@ -136,3 +128,4 @@ extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     let s = unsafe { CStr::from_char_ptr(s) };
     s.to_str().map(check_listen_param).unwrap_or(false)
 }
+c_fn!(rpcrdma_cm_listen_param_ok);

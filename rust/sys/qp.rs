@@ -16,56 +16,15 @@
 use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
 use kernel::error::to_result;
-use kernel::ffi::c_int;
 use kernel::prelude::*;
 
+use super::bindings::{
+    rpcrdma_cm_buf, rpcrdma_cm_qp, rpcrdma_cm_qp_attr, rpcrdma_cm_qp_disconnect, rpcrdma_cm_qp_get,
+    rpcrdma_cm_qp_put, rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow, rpcrdma_cm_recv_keep,
+    rpcrdma_cm_recv_release, rpcrdma_cm_send_abort, rpcrdma_cm_send_allocated, rpcrdma_cm_send_get,
+    rpcrdma_cm_send_post,
+};
 use super::errno::emsgsize;
-
-/// C `struct rpcrdma_cm_qp` (qp.h), opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_qp {
-    _p: [u8; 0],
-}
-
-/// C `struct rpcrdma_cm_buf` (qp.h): one message buffer, opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_buf {
-    _p: [u8; 0],
-}
-
-/// Mirrors `struct rpcrdma_cm_qp_attr` in rpcrdma_cm_sys.h.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_qp_attr {
-    send_depth: u32,
-    recv_depth: u32,
-    recv_initial: u32,
-    send_size: u32,
-    recv_size: u32,
-}
-
-extern "C" {
-    fn rpcrdma_cm_qp_get(qp: *mut rpcrdma_cm_qp);
-    fn rpcrdma_cm_qp_put(qp: *mut rpcrdma_cm_qp);
-    fn rpcrdma_cm_qp_disconnect(qp: *mut rpcrdma_cm_qp) -> c_int;
-    fn rpcrdma_cm_recv_grow(qp: *mut rpcrdma_cm_qp, n: u32) -> c_int;
-    fn rpcrdma_cm_recv_counts(qp: *mut rpcrdma_cm_qp, allocated: *mut u32, posted: *mut u32);
-    fn rpcrdma_cm_send_allocated(qp: *mut rpcrdma_cm_qp) -> u32;
-    fn rpcrdma_cm_send_get(
-        qp: *mut rpcrdma_cm_qp,
-        out: *mut *mut rpcrdma_cm_buf,
-        addr: *mut *mut u8,
-        size: *mut u32,
-    ) -> c_int;
-    fn rpcrdma_cm_send_abort(b: *mut rpcrdma_cm_buf);
-    fn rpcrdma_cm_recv_keep(b: *mut rpcrdma_cm_buf);
-    fn rpcrdma_cm_recv_release(b: *mut rpcrdma_cm_buf);
-    fn rpcrdma_cm_send_post(
-        b: *mut rpcrdma_cm_buf,
-        len: u32,
-        invalidate: bool,
-        inv_rkey: u32,
-    ) -> c_int;
-}
 
 /// How large a new QP is.
 #[derive(Clone, Copy, Debug)]

@@ -33,105 +33,32 @@ use core::pin::Pin;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use kernel::error::to_result;
-use kernel::ffi::{c_char, c_int};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::task::Task;
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
-use super::qp::{rpcrdma_cm_buf, rpcrdma_cm_qp, rpcrdma_cm_qp_attr, Qp, QpAttr, RecvBuf};
+use super::bindings::{
+    self, c_fn, rdma_cm_id, rdma_destroy_id, rdma_disconnect, rdma_lock_handler,
+    rdma_resolve_route, rdma_unlock_handler, rpcrdma_cm_accept, rpcrdma_cm_bind_listen,
+    rpcrdma_cm_buf, rpcrdma_cm_connect_locked, rpcrdma_cm_create_id, rpcrdma_cm_create_qp,
+    rpcrdma_cm_destroy_qp, rpcrdma_cm_dev_caps, rpcrdma_cm_event_info, rpcrdma_cm_id_caps,
+    rpcrdma_cm_id_names, rpcrdma_cm_id_peer, rpcrdma_cm_live_get, rpcrdma_cm_live_put,
+    rpcrdma_cm_qp, rpcrdma_cm_qp_get, rpcrdma_cm_reject, rpcrdma_cm_resolve_addr,
+    rpcrdma_cm_set_context, rpcrdma_cm_wc_info,
+};
+use super::qp::{Qp, QpAttr, RecvBuf};
 use super::workqueue;
 
-/// C `struct rdma_cm_id`, opaque.
-#[repr(C)]
-pub(crate) struct rdma_cm_id {
-    _p: [u8; 0],
-}
-
-/// Mirrors `struct rpcrdma_cm_wc_info` in rpcrdma_cm_sys.h.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_wc_info {
-    status: c_int,
-    data: *const u8,
-    len: u32,
-    invalidate_rkey: u32,
-    with_invalidate: bool,
-}
-
-/// Mirrors `struct rpcrdma_cm_event_info` in rpcrdma_cm_sys.h.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_event_info {
-    event: c_int,
-    status: c_int,
-    private_data: *const u8,
-    private_data_len: u32,
-    initiator_depth: u8,
-}
-
-/// Mirrors `struct rpcrdma_cm_dev_caps` in rpcrdma_cm_sys.h.
-#[repr(C)]
-#[derive(Default)]
-struct rpcrdma_cm_dev_caps {
-    mem_mgt_ext: bool,
-    max_fast_reg_page_list_len: u32,
-}
-
-const AF_INET: c_int = 2;
-const AF_INET6: c_int = 10;
-
-extern "C" {
-    fn rpcrdma_cm_create_id(
-        context: *mut c_void,
-        net: *mut c_void,
-        out: *mut *mut rdma_cm_id,
-    ) -> c_int;
-    fn rpcrdma_cm_set_context(id: *mut rdma_cm_id, context: *mut c_void);
-    fn rpcrdma_cm_bind_listen(
-        id: *mut rdma_cm_id,
-        family: c_int,
-        addr: *const u8,
-        port: u16,
-        backlog: c_int,
-    ) -> c_int;
-    fn rpcrdma_cm_resolve_addr(
-        id: *mut rdma_cm_id,
-        family: c_int,
-        addr: *const u8,
-        port: u16,
-        timeout_ms: usize,
-    ) -> c_int;
-    fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: usize) -> c_int;
-    fn rpcrdma_cm_id_names(
-        id: *mut rdma_cm_id,
-        local: *mut c_char,
-        peer: *mut c_char,
-        dev: *mut c_char,
-        len: usize,
-    );
-    fn rpcrdma_cm_id_peer(id: *mut rdma_cm_id, addr16: *mut u8, port: *mut u16) -> c_int;
-    fn rpcrdma_cm_id_caps(id: *mut rdma_cm_id, caps: *mut rpcrdma_cm_dev_caps) -> c_int;
-    fn rpcrdma_cm_create_qp(
-        id: *mut rdma_cm_id,
-        attr: *const rpcrdma_cm_qp_attr,
-        owner: *mut c_void,
-        out: *mut *mut rpcrdma_cm_qp,
-    ) -> c_int;
-    fn rpcrdma_cm_destroy_qp(qp: *mut rpcrdma_cm_qp);
-    fn rpcrdma_cm_qp_get(qp: *mut rpcrdma_cm_qp);
-    fn rpcrdma_cm_connect_locked(id: *mut rdma_cm_id, pdata: *const u8, len: u8) -> c_int;
-    fn rpcrdma_cm_accept(id: *mut rdma_cm_id, pdata: *const u8, len: u8, ord: u8) -> c_int;
-    fn rpcrdma_cm_reject(id: *mut rdma_cm_id) -> c_int;
-    fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int;
-    fn rdma_destroy_id(id: *mut rdma_cm_id);
-    fn rdma_lock_handler(id: *mut rdma_cm_id);
-    fn rdma_unlock_handler(id: *mut rdma_cm_id);
-    fn rpcrdma_cm_live_get();
-    fn rpcrdma_cm_live_put();
-}
+/// `AF_INET` and `AF_INET6`, as C's `int family`.
+const AF_INET: c_int = bindings::AF_INET as c_int;
+const AF_INET6: c_int = bindings::AF_INET6 as c_int;
 
 macro_rules! event_kinds {
-    ($($kind:ident),* $(,)?) => {
-        /// `enum rdma_cm_event_type`, in its C order.
+    ($($kind:ident = $c:ident),* $(,)?) => {
+        /// `enum rdma_cm_event_type` (values from bindgen's view of
+        /// `<rdma/rdma_cm.h>`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub(crate) enum EventKind {
             $($kind,)*
@@ -141,33 +68,32 @@ macro_rules! event_kinds {
 
         impl EventKind {
             fn from_c(v: c_int) -> Self {
-                const KINDS: &[EventKind] = &[$(EventKind::$kind,)*];
-                usize::try_from(v)
-                    .ok()
-                    .and_then(|i| KINDS.get(i).copied())
-                    .unwrap_or(EventKind::Unknown(v))
+                match u32::try_from(v) {
+                    $(Ok(bindings::$c) => EventKind::$kind,)*
+                    _ => EventKind::Unknown(v),
+                }
             }
         }
     };
 }
 
 event_kinds!(
-    AddrResolved,
-    AddrError,
-    RouteResolved,
-    RouteError,
-    ConnectRequest,
-    ConnectResponse,
-    ConnectError,
-    Unreachable,
-    Rejected,
-    Established,
-    Disconnected,
-    DeviceRemoval,
-    MulticastJoin,
-    MulticastError,
-    AddrChange,
-    TimewaitExit,
+    AddrResolved = rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED,
+    AddrError = rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR,
+    RouteResolved = rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED,
+    RouteError = rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_ERROR,
+    ConnectRequest = rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_REQUEST,
+    ConnectResponse = rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_RESPONSE,
+    ConnectError = rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_ERROR,
+    Unreachable = rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE,
+    Rejected = rdma_cm_event_type_RDMA_CM_EVENT_REJECTED,
+    Established = rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED,
+    Disconnected = rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED,
+    DeviceRemoval = rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL,
+    MulticastJoin = rdma_cm_event_type_RDMA_CM_EVENT_MULTICAST_JOIN,
+    MulticastError = rdma_cm_event_type_RDMA_CM_EVENT_MULTICAST_ERROR,
+    AddrChange = rdma_cm_event_type_RDMA_CM_EVENT_ADDR_CHANGE,
+    TimewaitExit = rdma_cm_event_type_RDMA_CM_EVENT_TIMEWAIT_EXIT,
 );
 
 /// One CM event, valid for the duration of the handler call.
@@ -211,7 +137,7 @@ impl Completion<'_> {
 }
 
 /// `IB_WC_WR_FLUSH_ERR`: the WR was flushed because the QP went to error.
-pub(crate) const WC_FLUSHED: i32 = 5;
+pub(crate) const WC_FLUSHED: i32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as i32;
 
 /// What the device under an id offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,7 +315,7 @@ unsafe impl Sync for CmId {}
 /// A network namespace (C `struct net`), valid while its owner (sunrpc's
 /// service, for a listener nfsd creates) holds it.
 #[derive(Clone)]
-pub(crate) struct Net(pub(super) *mut c_void);
+pub(crate) struct Net(pub(super) *mut super::bindings::net);
 
 // SAFETY: only passed to rdma_create_id(), which may run on any thread and
 // takes its own reference on the namespace.
@@ -677,7 +603,7 @@ impl HandlerId<'_> {
         let len = u8::try_from(pdata.len()).map_err(|_| EINVAL)?;
         // SAFETY: a live id whose handler lock is held (we are its handler);
         // `pdata` is valid for `len` octets during the call, and the CM copies it.
-        to_result(unsafe { rpcrdma_cm_connect_locked(self.raw(), pdata.as_ptr(), len) })
+        to_result(unsafe { rpcrdma_cm_connect_locked(self.raw(), pdata.as_ptr().cast(), len) })
     }
 
     /// Starts a disconnect (`rdma_disconnect()`); DISCONNECTED follows.
@@ -720,7 +646,8 @@ impl ConnectRequest<'_> {
             // SAFETY: the new id is live during CONNECT_REQUEST and its handler
             // lock is held (we run its handler); `pdata` is valid for `len`
             // octets.
-            let r = to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr(), len, ord) });
+            let r =
+                to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr().cast(), len, ord) });
             self.accept_failed = r.is_err();
             r
         });
@@ -799,6 +726,7 @@ extern "C" fn rpcrdma_cm_recv_rs(
     }
     kept.get()
 }
+c_fn!(rpcrdma_cm_recv_rs);
 
 /// Called by qp.c for each Send completion of a QP made by `create_qp`.
 #[no_mangle]
@@ -813,6 +741,7 @@ extern "C" fn rpcrdma_cm_send_rs(
         ctx.handler.send_done(&qp, &completion(wc));
     }
 }
+c_fn!(rpcrdma_cm_send_rs);
 
 /// Called by cm.c for every CM event; non-zero makes the CM destroy `id`.
 #[no_mangle]
@@ -875,3 +804,4 @@ extern "C" fn rpcrdma_cm_event_rs(
     ctx.in_handler.store(0, Ordering::Relaxed);
     0
 }
+c_fn!(rpcrdma_cm_event_rs);

@@ -6,13 +6,25 @@
  * Every function one side calls on the other is declared here once, with the
  * structures both sides read. C covers only what Rust on 6.12 cannot reach:
  * macros (module parameters, workqueues), static inlines (ib_post_send,
- * rdma_create_id), ops tables and struct fields of the RDMA core. The Rust
- * declarations in the .rs files mirror this file by hand.
+ * rdma_create_id), ops tables and struct fields of the RDMA core.
+ *
+ * Rust does not mirror this file by hand: bindgen generates its view
+ * (rust/sys/bindings_generated.rs, used through rust/sys/bindings.rs) from
+ * this file at build time, with the same C flags as the .c files (Makefile).
+ * rust/sys/bindings_params says what it takes: everything declared here, and
+ * the constants and functions of the kernel headers below that Rust uses
+ * directly. A function Rust implements for C is checked against its
+ * declaration here when the module is compiled (c_fn! in bindings.rs).
  */
 #ifndef RPCRDMA_CM_SYS_H
 #define RPCRDMA_CM_SYS_H
 
 #include <linux/types.h>
+#include <linux/socket.h>	/* AF_INET, AF_INET6 */
+#include <linux/debugfs.h>	/* debugfs_remove() */
+#include <linux/seq_file.h>	/* seq_write() */
+#include <rdma/ib_verbs.h>	/* enum ib_wc_status */
+#include <rdma/rdma_cm.h>	/* enum rdma_cm_event_type, rdma_disconnect() ... */
 
 struct dentry;
 struct seq_file;

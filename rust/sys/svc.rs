@@ -25,61 +25,19 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::error::to_result;
-use kernel::ffi::{c_char, c_int};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::rdma_cm::{rdma_cm_id, ConnectRequest, Net};
-
-/// C `struct rpcrdma_cm_svc_xprt` (svc.c), opaque.
-#[repr(C)]
-pub(crate) struct rpcrdma_cm_svc_xprt {
-    _p: [u8; 0],
-}
-
-/// C `struct svc_rqst`, opaque.
-#[repr(C)]
-pub(crate) struct svc_rqst {
-    _p: [u8; 0],
-}
-
-extern "C" {
-    fn rpcrdma_cm_svc_register(name: *const c_char) -> c_int;
-    fn rpcrdma_cm_svc_unregister();
-    fn rpcrdma_cm_svc_xprt_new(
-        listener: *mut rpcrdma_cm_svc_xprt,
-        id: *mut rdma_cm_id,
-    ) -> *mut rpcrdma_cm_svc_xprt;
-    fn rpcrdma_cm_svc_xprt_set_rs(x: *mut rpcrdma_cm_svc_xprt, rs: *mut c_void);
-    fn rpcrdma_cm_svc_xprt_discard(x: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_xprt_get(x: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_xprt_put(x: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_conn_pending(listener: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_set_data(x: *mut rpcrdma_cm_svc_xprt, data: bool);
-    fn rpcrdma_cm_svc_enqueue(x: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_close(x: *mut rpcrdma_cm_svc_xprt);
-    fn rpcrdma_cm_svc_received(rqstp: *mut svc_rqst);
-    fn rpcrdma_cm_svc_arg_inline(
-        rqstp: *mut svc_rqst,
-        buf: *mut u8,
-        len: u32,
-        ctxt: *mut c_void,
-    ) -> c_int;
-    fn rpcrdma_cm_svc_arg_copy(
-        rqstp: *mut svc_rqst,
-        buf: *const u8,
-        len: u32,
-        ctxt: *mut c_void,
-    ) -> c_int;
-    fn rpcrdma_cm_svc_res_len(rqstp: *mut svc_rqst) -> u32;
-    fn rpcrdma_cm_svc_res_read(rqstp: *mut svc_rqst, offset: u32, buf: *mut u8, len: u32) -> c_int;
-    fn rpcrdma_cm_svc_bc_reply(
-        x: *mut rpcrdma_cm_svc_xprt,
-        msg: *const u8,
-        len: u32,
-        credits: u32,
-    ) -> c_int;
-}
+use super::bindings::{
+    c_fn, rpcrdma_cm_svc_arg_copy, rpcrdma_cm_svc_arg_inline, rpcrdma_cm_svc_bc_reply,
+    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue,
+    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_res_len,
+    rpcrdma_cm_svc_res_read, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
+    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
+    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+};
+use super::rdma_cm::{ConnectRequest, Net};
 
 /// Makes the Rust side of the listeners nfsd asks for (xpo_create).
 pub(crate) trait SvcFactory: Send + Sync {
@@ -401,7 +359,7 @@ fn sockaddr(family: c_int, addr: &[u8; 16], port: u16) -> Option<SocketAddr> {
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_create_rs(
     x: *mut rpcrdma_cm_svc_xprt,
-    net: *mut c_void,
+    net: *mut super::bindings::net,
     family: c_int,
     addr: *const u8,
     port: u16,
@@ -433,6 +391,7 @@ extern "C" fn rpcrdma_cm_svc_create_rs(
         Err(e) => e.to_errno(),
     }
 }
+c_fn!(rpcrdma_cm_svc_create_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_accept_rs(
@@ -445,6 +404,7 @@ extern "C" fn rpcrdma_cm_svc_accept_rs(
     unsafe { *more = rest };
     next.map_or(core::ptr::null_mut(), PendingXprt::into_c)
 }
+c_fn!(rpcrdma_cm_svc_accept_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) -> c_int {
@@ -459,6 +419,7 @@ extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) 
     rq.received();
     ret
 }
+c_fn!(rpcrdma_cm_svc_recvfrom_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_sendto_rs(
@@ -481,6 +442,7 @@ extern "C" fn rpcrdma_cm_svc_sendto_rs(
     // SAFETY: a live transport's context.
     unsafe { ops(rs) }.sendto(&rq, call)
 }
+c_fn!(rpcrdma_cm_svc_sendto_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_result_payload_rs(ctxt: *mut c_void, offset: u32, len: u32) -> c_int {
@@ -488,12 +450,14 @@ extern "C" fn rpcrdma_cm_svc_result_payload_rs(ctxt: *mut c_void, offset: u32, l
     let call = unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() };
     call.result_payload(offset, len)
 }
+c_fn!(rpcrdma_cm_svc_result_payload_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
     // SAFETY: boxed by `accept_call`; sunrpc releases each context once.
     drop(unsafe { KBox::from_raw(ctxt.cast::<Arc<dyn SvcCall>>()) });
 }
+c_fn!(rpcrdma_cm_svc_release_ctxt_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
@@ -502,6 +466,7 @@ extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
         unsafe { ops(rs) }.detach();
     }
 }
+c_fn!(rpcrdma_cm_svc_detach_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const u8, len: u32) -> c_int {
@@ -514,9 +479,11 @@ extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const u8, len: u3
     // on the server transport while it sends.
     unsafe { ops(rs) }.bc_send(msg)
 }
+c_fn!(rpcrdma_cm_svc_bc_send_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_free_rs(rs: *mut c_void) {
     // SAFETY: the context box, freed once: sunrpc frees each transport once.
     drop(unsafe { KBox::from_raw(rs.cast::<Arc<dyn SvcXprtOps>>()) });
 }
+c_fn!(rpcrdma_cm_svc_free_rs);

@@ -5,26 +5,11 @@
 //! key test; strings are copied into a small buffer only then too, so
 //! callers fire them on rare events (connections, errors), not per message.
 
+use super::bindings::{
+    rpcrdma_cm_trace_closed, rpcrdma_cm_trace_negotiated, rpcrdma_cm_trace_rdma_error,
+    rpcrdma_cm_trace_reject, rpcrdma_cm_trace_wc_error,
+};
 use kernel::ffi::c_char;
-
-extern "C" {
-    fn rpcrdma_cm_trace_negotiated(
-        id: u32,
-        server: bool,
-        peer: *const c_char,
-        outcome: *const c_char,
-        peer_send: u32,
-        peer_recv: u32,
-        peer_r: bool,
-        c2s: u32,
-        s2c: u32,
-        reminv: bool,
-    );
-    fn rpcrdma_cm_trace_reject(peer: *const c_char, why: *const c_char);
-    fn rpcrdma_cm_trace_rdma_error(id: u32, xid: u32, code: u32);
-    fn rpcrdma_cm_trace_closed(id: u32, why: *const c_char, status: i32);
-    fn rpcrdma_cm_trace_wc_error(id: u32, recv: bool, status: i32);
-}
 
 /// `s` as a NUL-terminated string (cut at 63 octets).
 struct CStrBuf([u8; 64]);

@@ -7,6 +7,7 @@
 //! as a second RPC. The 6.12 kernel crate's `CondVar` offers uninterruptible
 //! and interruptible waits only.
 
+use super::bindings::{rpcrdma_cm_fatal_signal_pending, rpcrdma_cm_init_waitqueue};
 use core::marker::PhantomPinned;
 use core::ptr;
 use kernel::bindings;
@@ -16,11 +17,6 @@ use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::Mutex;
 use kernel::time::Jiffies;
 use kernel::types::Opaque;
-
-extern "C" {
-    fn rpcrdma_cm_fatal_signal_pending() -> bool;
-    fn rpcrdma_cm_init_waitqueue(head: *mut bindings::wait_queue_head);
-}
 
 /// How a wait ended.
 pub(crate) enum Waited {

@@ -10,25 +10,16 @@
 //! for every work item, and frees the queue: after that no code of the module
 //! runs on behalf of a connection.
 
+use super::bindings::{
+    c_fn, rpcrdma_cm_live_wait, rpcrdma_cm_tick_start, rpcrdma_cm_tick_stop, rpcrdma_cm_wq,
+    rpcrdma_cm_wq_create, rpcrdma_cm_wq_destroy,
+};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::error::to_result;
-use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::workqueue::Queue;
-
-/// C `struct workqueue_struct`, as the kernel crate names it.
-type WqStruct = kernel::bindings::workqueue_struct;
-
-extern "C" {
-    fn rpcrdma_cm_wq_create() -> c_int;
-    fn rpcrdma_cm_wq_destroy();
-    fn rpcrdma_cm_wq() -> *mut WqStruct;
-    fn rpcrdma_cm_live_wait();
-    fn rpcrdma_cm_tick_start(ctx: *mut c_void, period_ms: u32);
-    fn rpcrdma_cm_tick_stop();
-}
 
 /// Set while the queue exists.
 static UP: AtomicBool = AtomicBool::new(false);
@@ -138,3 +129,4 @@ extern "C" fn rpcrdma_cm_tick_rs(ctx: *mut c_void) {
     let ticker = unsafe { &*ctx.cast::<Arc<dyn Ticker>>() };
     ticker.tick();
 }
+c_fn!(rpcrdma_cm_tick_rs);
