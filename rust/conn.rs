@@ -28,9 +28,11 @@ use kernel::time::Ktime;
 
 mod client;
 mod svc;
+mod testing;
 mod xprt;
 pub(crate) use svc::Factory;
-pub(crate) use xprt::{BenchFile, RpcsFile, XprtFile};
+pub(crate) use testing::BenchFile;
+pub(crate) use xprt::{RpcsFile, XprtFile};
 
 use crate::proto::config::{listen_list, parse_command, Advert, Command};
 use crate::proto::conn_state::{initial_receives, Closed, ConnState};
@@ -146,7 +148,7 @@ pub(crate) struct State {
     #[pin]
     rpcs: Mutex<xprt::RpcLog>,
     #[pin]
-    bench: Mutex<Option<client::BenchResult>>,
+    bench: Mutex<Option<testing::BenchResult>>,
 }
 
 impl State {

@@ -106,6 +106,10 @@ counters! {
     ReceivesAdded => "receives_added",
     SvcCalls => "nfsd_calls",
     SvcCallsDropped => "nfsd_calls_dropped",
+    SvcArgsDirect => "nfsd_args_direct",
+    SvcArgsCopied => "nfsd_args_copied",
+    SvcPayloadsDirect => "nfsd_payloads_direct",
+    SvcPayloadsCopied => "nfsd_payloads_copied",
     BcCalls => "bc_calls_sent",
     BcReplies => "bc_replies_received",
 }

@@ -62,6 +62,7 @@ ALL_TESTS="
 	nfs_workloads_over_rust_transport
 	delegation_recall_over_backchannel
 	c_client_sees_remote_invalidation
+	nfsd_data_moves_without_copies
 	rust_client_to_nfsd_over_rust_transport
 	malformed_headers_to_nfsd_over_rust_transport
 	nfsd_over_ipv6_and_device_removal
@@ -1589,6 +1590,40 @@ c_client_sees_remote_invalidation() {
 	[ "$l1" = "$l0" ] || { fail "the client had to invalidate locally $((l1 - l0)) times"; ok=1; }
 	rm -f "$mnt/ri.bin"
 	umount "$mnt" || ok=1
+	return $ok
+}
+
+# nfsd's data goes straight between the client's memory and nfsd's pages:
+# WRITE data by RDMA Read into the request's pages, READ data by RDMA Write
+# from the reply's pages (nfsd_args_direct, nfsd_payloads_direct), never
+# through a copy (nfsd_args_copied, nfsd_payloads_copied stay put), and the
+# file is byte-exact both ways.
+nfsd_data_moves_without_copies() {
+	local mnt=/tmp/mnt_zc ok=0 ad0 ac0 pd0 pc0 ad1 ac1 pd1 pc1 v src
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	head -c $((8 << 20)) /dev/urandom >/tmp/zc.bin
+	for v in 3 4.2; do
+		src=/
+		[ "$v" = 3 ] && src=/tmp/export
+		mkdir -p "$mnt"
+		timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=$v,nolock "$ADDR:$src" "$mnt" || {
+			fail "mount vers=$v"; klog | tail -20 | sed "s/^/# /"; diag cat "$DBG/stats"; return 1
+		}
+		ad0=$(stat nfsd_args_direct) ac0=$(stat nfsd_args_copied)
+		pd0=$(stat nfsd_payloads_direct) pc0=$(stat nfsd_payloads_copied)
+		cp /tmp/zc.bin "$mnt/zc.bin" && sync
+		echo 3 >/proc/sys/vm/drop_caches
+		cmp -s /tmp/zc.bin "$mnt/zc.bin" || { fail "vers=$v: data differs"; ok=1; }
+		ad1=$(stat nfsd_args_direct) ac1=$(stat nfsd_args_copied)
+		pd1=$(stat nfsd_payloads_direct) pc1=$(stat nfsd_payloads_copied)
+		ktap_print_msg "vers=$v: args direct +$((ad1 - ad0)) copied +$((ac1 - ac0)); payloads direct +$((pd1 - pd0)) copied +$((pc1 - pc0))"
+		[ "$((ad1 - ad0))" -ge 8 ] || { fail "vers=$v: WRITE data did not go straight to nfsd's pages"; ok=1; }
+		[ "$((pd1 - pd0))" -ge 8 ] || { fail "vers=$v: READ data did not go straight from nfsd's pages"; ok=1; }
+		[ "$ac1" = "$ac0" ] && [ "$pc1" = "$pc0" ] || { fail "vers=$v: data was copied"; ok=1; }
+		rm -f "$mnt/zc.bin"
+		umount "$mnt" || ok=1
+	done
 	return $ok
 }
 

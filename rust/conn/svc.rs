@@ -20,15 +20,16 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::xprt::{Incoming, ReplyRoute};
+use super::xprt::{n32, CallIn, Incoming, ReplyRoute};
 use super::{Conn, Listener, State};
 use crate::proto::conn_state::Closed;
-use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec};
+use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
+use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::errno::emsgsize;
 use crate::sys::qp::{Qp, RecvBuf};
 use crate::sys::rdma_cm::Net;
-use crate::sys::svc::{PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
+use crate::sys::svc::{Arg, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
 
 /// Makes nfsd's listeners (xpo_create).
 pub(crate) struct Factory(pub(crate) Arc<State>);
@@ -143,7 +144,8 @@ impl SvcXprtOps for NfsdConn {
             }
             return 0;
         }
-        // What the reply needs, from the header; the borrow of `buf` ends here.
+        // What the reply needs, from the header, and the argument pulled into
+        // the request's pages; the borrow of `buf` ends here.
         let decoded = conn.decode_call(&qp, buf.data()).map(|inc| {
             let Incoming {
                 call,
@@ -151,62 +153,41 @@ impl SvcXprtOps for NfsdConn {
                 s2c,
                 reminv,
             } = inc;
-            let chunked = nomsg || call.chunks.read_segments() != 0;
             let route = ReplyRoute::of(call.xid, call.credits, &call.chunks);
-            let assembled = if chunked {
-                Some(conn.assemble_call(&qp, &call))
+            let arg = if nomsg || call.chunks.read_segments() != 0 {
+                conn.svc_pull(&qp, rq, &call)
             } else {
-                None
+                Ok(Arg::InPlace {
+                    position: n32(call.inline.len()),
+                    page_len: 0,
+                })
             };
             let arg_off = buf.data().len() - call.inline.len();
-            (
-                call.xid,
-                call.credits,
-                route,
-                assembled,
-                arg_off,
-                s2c,
-                reminv,
-            )
+            (call.xid, call.credits, route, arg, arg_off, s2c, reminv)
         });
-        let Some((xid, credits, route, assembled, arg_off, s2c, reminv)) = decoded else {
+        let Some((xid, credits, route, arg, arg_off, s2c, reminv)) = decoded else {
             return 0;
         };
-        let route = match route {
-            Ok(r) => r,
-            Err(e) => {
+        let (route, arg) = match (route, arg) {
+            (Ok(r), Ok(a)) => (r, a),
+            (Err(e), _) | (_, Err(e)) => {
                 conn.call_failed(&qp, xid, credits, e);
                 return 0;
             }
         };
-        let mut call = NfsCall {
-            buf: None,
+        let call = NfsCall {
+            // The argument's head and tail stay in the receive buffer until
+            // nfsd releases the request; a call in the pages gives it back now.
+            buf: matches!(arg, Arg::InPlace { .. }).then_some(buf),
             arg_off,
             route,
             s2c,
             reminv,
             payload: AtomicU64::new(0),
         };
-        let ret = match assembled {
-            None => {
-                call.buf = Some(buf);
-                match Arc::new(call, GFP_KERNEL) {
-                    Ok(c) => rq.accept_call(c, None),
-                    Err(_) => -(kernel::bindings::ENOMEM as i32),
-                }
-            }
-            Some(Ok(msg)) => {
-                // The message was copied out: its buffer can go back now.
-                drop(buf);
-                match Arc::new(call, GFP_KERNEL) {
-                    Ok(c) => rq.accept_call(c, Some(&msg)),
-                    Err(_) => -(kernel::bindings::ENOMEM as i32),
-                }
-            }
-            Some(Err(e)) => {
-                conn.call_failed(&qp, xid, credits, e);
-                return 0;
-            }
+        let ret = match Arc::new(call, GFP_KERNEL) {
+            Ok(c) => rq.accept_call(c, arg),
+            Err(_) => -(kernel::bindings::ENOMEM as i32),
         };
         if ret < 0 {
             conn.count(X::SvcCallsDropped, 1);
@@ -225,14 +206,7 @@ impl SvcXprtOps for NfsdConn {
         let Some(qp) = conn.qp_handle() else {
             return -(kernel::bindings::ENOTCONN as i32);
         };
-        let len = rq.res_len() as usize;
-        let mut reply: KVVec<u8> = KVVec::new();
-        let res = reply
-            .extend_with(len, 0, GFP_KERNEL)
-            .map_err(Error::from)
-            .and_then(|()| rq.res_read(0, &mut reply))
-            .and_then(|()| conn.send_reply(&qp, &c.route, &reply, c.payload(), c.s2c, c.reminv));
-        match res {
+        match conn.svc_reply(&qp, rq, c) {
             Ok(()) => 0,
             Err(e) => {
                 conn.call_failed(&qp, c.route.xid, c.route.credits, e);
@@ -306,6 +280,125 @@ fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
 }
 
 impl Conn {
+    /// Pulls a call's Read chunks into nfsd's request. With one Read chunk
+    /// (its segments at one position: a WRITE's data, or a Position-Zero long
+    /// call) RDMA Read puts it straight into the request's pages, and the
+    /// rest of the call stays in the receive buffer as rq_arg's head and
+    /// tail, as svcrdma does. Several chunks are assembled in memory and
+    /// copied there.
+    fn svc_pull(&self, qp: &Qp, rq: &mut SvcRqst<'_>, call: &CallIn<'_>) -> Result<Arg> {
+        let position = call.chunks.read_list().next().map(|r| r.position);
+        let one = call
+            .chunks
+            .read_list()
+            .all(|r| Some(r.position) == position);
+        match position {
+            Some(p)
+                if one
+                    && (p as usize) <= call.inline.len()
+                    && (p != 0 || call.inline.is_empty()) =>
+            {
+                let mut at = 0u32;
+                for r in call.chunks.read_list() {
+                    let s = r.segment;
+                    if s.length == 0 {
+                        continue;
+                    }
+                    let wrs = rq.read_into_pages(qp, at, s.length, s.handle, s.offset)?;
+                    self.count(X::RdmaReads, 1);
+                    self.count(X::RdmaRwWrs, u64::from(wrs));
+                    self.count(X::BytesRdmaRead, u64::from(s.length));
+                    at = at.checked_add(s.length).ok_or_else(emsgsize)?;
+                }
+                self.count(X::SvcArgsDirect, 1);
+                Ok(if p == 0 {
+                    Arg::Pages { len: at }
+                } else {
+                    Arg::InPlace {
+                        position: p,
+                        page_len: n32(xdr_align(at as usize).ok_or_else(emsgsize)?),
+                    }
+                })
+            }
+            _ => {
+                let msg = self.assemble_call(qp, call)?;
+                rq.copy_into_pages(0, &msg)?;
+                self.count(X::SvcArgsCopied, 1);
+                Ok(Arg::Pages {
+                    len: n32(msg.len()),
+                })
+            }
+        }
+    }
+
+    /// Sends nfsd's reply. A DDP-eligible result in the reply's page list
+    /// (READ data) goes to the first Write chunk by RDMA Write from those
+    /// pages; only the rest of the reply is copied out, to go inline or into
+    /// the Reply chunk. Otherwise the whole reply is copied out first.
+    fn svc_reply(&self, qp: &Qp, rq: &SvcRqst<'_>, c: &NfsCall) -> Result {
+        let len = rq.res_len() as usize;
+        if let (Some((off, plen)), Some(first)) = (c.payload(), c.route.wchunks.first()) {
+            if plen != 0 && rq.res_in_pages(n32(off), plen) {
+                let mut written: KVec<KVec<Segment>> = KVec::new();
+                written.push(self.push_res(qp, rq, first, n32(off), plen)?, GFP_KERNEL)?;
+                for w in c.route.wchunks.iter().skip(1) {
+                    written.push(self.push(qp, w, &[])?, GFP_KERNEL)?;
+                }
+                self.count(X::SvcPayloadsDirect, 1);
+                // The rest: what precedes the result and what follows its
+                // XDR padding.
+                let end = off
+                    .checked_add(xdr_align(plen as usize).ok_or_else(emsgsize)?)
+                    .ok_or_else(emsgsize)?
+                    .min(len);
+                let mut rest: KVVec<u8> = KVVec::new();
+                rest.extend_with(off + (len - end), 0, GFP_KERNEL)?;
+                rq.res_read(0, &mut rest[..off])?;
+                rq.res_read(n32(end), &mut rest[off..])?;
+                return self.send_reply_rest(qp, &c.route, &written, &rest, true, c.s2c, c.reminv);
+            }
+            self.count(X::SvcPayloadsCopied, 1);
+        }
+        let mut reply: KVVec<u8> = KVVec::new();
+        reply.extend_with(len, 0, GFP_KERNEL)?;
+        rq.res_read(0, &mut reply)?;
+        self.send_reply(qp, &c.route, &reply, c.payload(), c.s2c, c.reminv)
+    }
+
+    /// Writes `len` octets of nfsd's reply at `off` into the segments of a
+    /// Write chunk, straight from the reply's pages; returns the segments
+    /// with the lengths written, as the reply echoes them.
+    fn push_res(
+        &self,
+        qp: &Qp,
+        rq: &SvcRqst<'_>,
+        segs: &[Segment],
+        off: u32,
+        len: u32,
+    ) -> Result<KVec<Segment>> {
+        let room = segs
+            .iter()
+            .map(|s| u64::from(s.length))
+            .fold(0u64, u64::saturating_add);
+        if u64::from(len) > room {
+            return Err(emsgsize());
+        }
+        let mut out = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
+        let mut at = 0u32;
+        for s in segs {
+            let k = (len - at).min(s.length);
+            if k > 0 {
+                let wrs = rq.write_from_res(qp, off + at, k, s.handle, s.offset)?;
+                self.count(X::RdmaWrites, 1);
+                self.count(X::RdmaRwWrs, u64::from(wrs));
+                self.count(X::BytesRdmaWrite, u64::from(k));
+            }
+            out.push(Segment { length: k, ..*s }, GFP_KERNEL)?;
+            at += k;
+        }
+        Ok(out)
+    }
+
     /// A handle on the QP, if the connection has one.
     pub(super) fn qp_handle(&self) -> Option<Qp> {
         self.inner.lock().cm.as_ref().and_then(|c| c.qp())

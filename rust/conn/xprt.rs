@@ -36,14 +36,11 @@ use crate::proto::header::{
 };
 use crate::proto::negotiate::Role;
 use crate::proto::nfs4::Summary;
-use crate::proto::rpc::{
-    decode_call, echo, encode_accepted, encode_rpc_mismatch, AcceptStat, RpcError,
-};
-use crate::proto::ulb::NFS_PROGRAM;
-use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
+use crate::proto::rpc::echo;
+use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::errno::{emsgsize, enotconn, eproto};
+use crate::sys::errno::{emsgsize, enotconn};
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{Completion, WC_FLUSHED};
 
@@ -319,7 +316,7 @@ impl Conn {
         match self.role {
             Role::Client => self.reply_received(wc.data, wc.invalidated),
             Role::Server if self.nfsd => self.svc_received(qp, wc),
-            Role::Server => self.call_received(qp, wc.data),
+            Role::Server => self.builtin_call_received(qp, wc.data),
         }
     }
 
@@ -459,59 +456,6 @@ impl Conn {
         }
     }
 
-    fn call_received(&self, qp: &Qp, data: &[u8]) {
-        let Some(Incoming {
-            call,
-            nomsg,
-            s2c,
-            reminv,
-        }) = self.decode_call(qp, data)
-        else {
-            return;
-        };
-        let chunks = &call.chunks;
-        if nomsg
-            || chunks.read_segments() != 0
-            || chunks.write_chunks() != 0
-            || chunks.reply_chunk().is_some()
-        {
-            if let Err(e) = self.serve_with_chunks(qp, &call, s2c, reminv) {
-                self.call_failed(qp, call.xid, call.credits, e);
-            }
-            return;
-        }
-        let (xid, credits) = (call.xid, call.credits);
-        let rpc = call.inline;
-        let res = qp.send(None, |buf| {
-            let limit = buf.len().min(s2c as usize);
-            let buf = &mut buf[..limit];
-            let spec = MsgSpec {
-                xid,
-                credits,
-                nomsg: false,
-                reads: &[],
-                writes: &[],
-                reply: None,
-            };
-            let hl = encode_msg(buf, &spec).map_err(short)?;
-            Ok(hl + serve(&mut buf[hl..], rpc)?.0)
-        });
-        match res {
-            Ok(()) => {
-                self.touch();
-                self.count(X::RepliesSent, 1);
-                self.count(X::RepliesSentInline, 1);
-            }
-            Err(e) if e == emsgsize() => {
-                // The reply does not fit the server-to-client threshold and the
-                // call offered no Reply chunk (RFC 8166 Section 4.5.3).
-                self.count(X::RepliesTooLarge, 1);
-                self.send_error(qp, xid, credits, ErrorBody::Chunk);
-            }
-            Err(e) => self.send_failed(qp, e),
-        }
-    }
-
     /// Pulls the call's Read chunks (RDMA Read) into the whole RPC message.
     pub(super) fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
         let pulled = call
@@ -561,7 +505,7 @@ impl Conn {
 
     /// Pushes `data` into the segments of one chunk (RDMA Write); returns the
     /// segments with the lengths written, as the reply echoes them.
-    fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
+    pub(super) fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
         let total = segs
             .iter()
             .map(|s| u64::from(s.length))
@@ -591,17 +535,6 @@ impl Conn {
             at += k;
         }
         Ok(out)
-    }
-
-    /// Serves a call that carries chunks: pulls its Read chunks, runs it, and
-    /// returns the reply through the Write list, inline, or in the Reply chunk.
-    fn serve_with_chunks(&self, qp: &Qp, call: &CallIn<'_>, s2c: u32, reminv: bool) -> Result {
-        let msg = self.assemble_call(qp, call)?;
-        let mut out = VVec::with_capacity(msg.len() + 128, GFP_KERNEL)?;
-        out.extend_with(msg.len() + 128, 0, GFP_KERNEL)?;
-        let (n, ddp) = serve(&mut out, &msg)?;
-        let route = ReplyRoute::of(call.xid, call.credits, &call.chunks)?;
-        self.send_reply(qp, &route, &out[..n], ddp, s2c, reminv)
     }
 
     /// Sends `reply` (a whole RPC reply message) the way the call's chunks
@@ -638,6 +571,25 @@ impl Conn {
             }
             _ => rest.extend_from_slice(reply, GFP_KERNEL)?,
         }
+        self.send_reply_rest(qp, route, &written, &rest, used_write, s2c, reminv)
+    }
+
+    /// Sends a reply whose DDP-eligible result, if any, is already in the
+    /// call's Write list (`written`: each Write chunk's segments with the
+    /// lengths written; `used_write`: some data went there). `rest`, the
+    /// RPC reply without that result, goes inline when the header and it
+    /// fit `s2c`, else into the Reply chunk (RDMA_NOMSG), else `EMSGSIZE`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_reply_rest(
+        &self,
+        qp: &Qp,
+        route: &ReplyRoute,
+        written: &[KVec<Segment>],
+        rest: &[u8],
+        used_write: bool,
+        s2c: u32,
+        reminv: bool,
+    ) -> Result {
         let mut wrefs: KVec<&[Segment]> = KVec::new();
         for w in written.iter() {
             wrefs.push(&w[..], GFP_KERNEL)?;
@@ -652,7 +604,7 @@ impl Conn {
         let rwritten = if inline {
             None
         } else if let Some(rchunk) = &route.rchunk {
-            Some(self.push(qp, rchunk, &rest)?)
+            Some(self.push(qp, rchunk, rest)?)
         } else {
             self.count(X::RepliesTooLarge, 1);
             return Err(emsgsize());
@@ -687,7 +639,7 @@ impl Conn {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
             let hl = encode_msg(buf, &spec).map_err(short)?;
-            let body: &[u8] = if rwritten.is_some() { &[] } else { &rest };
+            let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
             buf.get_mut(hl..hl + body.len())
                 .ok_or_else(emsgsize)?
                 .copy_from_slice(body);
@@ -716,7 +668,7 @@ impl Conn {
     /// credit would stay taken, so the connection ends (as svcrdma does).
     /// `EBUSY` (every Send buffer in flight) cannot happen while the client
     /// keeps to its credits: the Send buffers are twice the largest grant.
-    fn send_failed(&self, qp: &Qp, e: Error) {
+    pub(super) fn send_failed(&self, qp: &Qp, e: Error) {
         if e == enotconn() {
             return;
         }
@@ -743,45 +695,6 @@ impl Conn {
             Err(e) => self.send_failed(qp, e),
         }
     }
-}
-
-/// The built-in service: writes the RPC reply to `call` into `out`; returns its
-/// length and, when it has one, where its DDP-eligible result's data starts and
-/// how long it is (without XDR padding). `EMSGSIZE` if it does not fit.
-fn serve(out: &mut [u8], call: &[u8]) -> Result<(usize, Option<(usize, u32)>)> {
-    let none = |r: core::result::Result<usize, crate::proto::xdr::Short>| {
-        r.map(|n| (n, None)).map_err(short)
-    };
-    let c = match decode_call(call) {
-        Ok(c) => c,
-        Err((Some(xid), RpcError::RpcVersion(_))) => return none(encode_rpc_mismatch(out, xid)),
-        Err((Some(xid), _)) => return none(encode_accepted(out, xid, AcceptStat::GarbageArgs)),
-        Err((None, _)) => return Err(eproto()),
-    };
-    let stat = match (c.prog, c.vers, c.proc_) {
-        (NFS_PROGRAM, 3 | 4, 0) => AcceptStat::Success,
-        (NFS_PROGRAM, 3 | 4, _) => AcceptStat::ProcUnavail,
-        (NFS_PROGRAM, _, _) => AcceptStat::ProgMismatch { low: 3, high: 4 },
-        (echo::PROGRAM, echo::VERSION, echo::NULL) => AcceptStat::Success,
-        (echo::PROGRAM, echo::VERSION, proc_ @ (echo::ECHO | echo::ECHO_NODDP)) => {
-            let mut r = XdrReader::new(&call[c.args..]);
-            let Ok(data) = r.opaque(echo::MAX_PAYLOAD as usize) else {
-                return none(encode_accepted(out, c.xid, AcceptStat::GarbageArgs));
-            };
-            let n = encode_accepted(out, c.xid, AcceptStat::Success).map_err(short)?;
-            let mut w = XdrWriter::new(&mut out[n..]);
-            w.opaque(data).map_err(short)?;
-            let ddp = (proc_ == echo::ECHO).then_some((n + 4, n32(data.len())));
-            return Ok((n + w.position(), ddp));
-        }
-        (echo::PROGRAM, echo::VERSION, _) => AcceptStat::ProcUnavail,
-        (echo::PROGRAM, _, _) => AcceptStat::ProgMismatch {
-            low: echo::VERSION,
-            high: echo::VERSION,
-        },
-        _ => AcceptStat::ProgUnavail,
-    };
-    none(encode_accepted(out, c.xid, stat))
 }
 
 /// Pads `v` with zeros to a multiple of 4 (XDR roundup).
@@ -859,19 +772,6 @@ impl crate::sys::debugfs::Show for RpcsFile {
         let log = self.0.rpcs.lock();
         let res = log.iter().try_for_each(|r| r.show(m));
         res
-    }
-}
-
-/// `bench`: the result of the last `bench` command.
-pub(crate) struct BenchFile(pub(crate) kernel::sync::Arc<State>);
-
-impl crate::sys::debugfs::Show for BenchFile {
-    fn show(&self, m: &mut crate::sys::debugfs::SeqFile<'_>) -> fmt::Result {
-        let last = *self.0.bench.lock();
-        match last {
-            Some(r) => r.show(m),
-            None => Ok(()),
-        }
     }
 }
 

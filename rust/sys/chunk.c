@@ -36,10 +36,6 @@ struct rpcrdma_cm_chunk {
 	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
 	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
 	int mr_status;		/* first failed completion, else 0 */
-	/* RDMA Read / Write */
-	struct ib_cqe rw_cqe;
-	struct completion rw_done;
-	int rw_status;
 };
 
 struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
@@ -67,7 +63,6 @@ struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 le
 	c->npages = npages;
 	c->len = len;
 	atomic_set(&c->inflight, 0);
-	init_completion(&c->rw_done);
 	rpcrdma_cm_qp_get(qp);
 	c->qp = qp;
 	return c;
@@ -264,38 +259,46 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	return posted;
 }
 
+/* An RDMA Read or Write chain being waited for (on the waiter's stack). */
+struct rpcrdma_cm_rw_wait {
+	struct ib_cqe cqe;
+	struct completion done;
+	int status;
+};
+
 static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct rpcrdma_cm_chunk *c = container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, rw_cqe);
+	struct rpcrdma_cm_rw_wait *w = container_of(wc->wr_cqe, struct rpcrdma_cm_rw_wait, cqe);
 
-	c->rw_status = wc->status;
-	complete(&c->rw_done);
+	w->status = wc->status;
+	complete(&w->done);
 }
 
 /*
- * Moves the whole chunk from (RDMA Read) or to (@write: RDMA Write) the peer's
- * memory at @addr/@rkey, and waits for it; returns the number of WRs it took.
- * Not from a completion callback.
+ * Moves the memory of @sgl (@nents entries) from (RDMA Read) or to (@write:
+ * RDMA Write) the peer's memory at @addr/@rkey, and waits for it; returns the
+ * number of WRs it took. Not from a completion callback.
  * One chain at a time per QP (@rw_lock), never longer than the room the QP
  * keeps for it (@rw_wrs): a chain that did not fit would be posted in part,
- * and the posted part would go on touching the chunk after an error return.
+ * and the posted part would go on touching the memory after an error return.
+ * The wait is uninterruptible: a posted chain completes, or is flushed when
+ * the QP goes to error.
  */
-int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
+static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, u32 nents,
+			     u32 rkey, u64 addr, bool write)
 {
 	enum dma_data_direction dir = write ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
-	struct rpcrdma_cm_qp *qp = c->qp;
+	struct rpcrdma_cm_rw_wait w = { .cqe.done = rpcrdma_cm_rw_done };
 	struct rdma_rw_ctx ctx;
 	unsigned long flags;
 	int ret, nwrs;
 
-	if (c->mr)
-		return -EBUSY;
 	ret = rpcrdma_cm_qp_enter(qp);
 	if (ret)
 		return ret;
+	init_completion(&w.done);
 	mutex_lock(&qp->rw_lock);
-	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages,
-			       0, addr, rkey, dir);
+	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, 0, addr, rkey, dir);
 	if (ret < 0)
 		goto out;
 	nwrs = ret;
@@ -303,20 +306,54 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 		ret = -EMSGSIZE;
 		goto destroy;
 	}
-	reinit_completion(&c->rw_done);
-	c->rw_cqe.done = rpcrdma_cm_rw_done;
 	spin_lock_irqsave(&qp->lock, flags);
 	ret = qp->closed ? -ENOTCONN :
-		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &c->rw_cqe, NULL);
+		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &w.cqe, NULL);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!ret) {
-		wait_for_completion(&c->rw_done);
-		ret = c->rw_status == IB_WC_SUCCESS ? nwrs : -EIO;
+		wait_for_completion(&w.done);
+		ret = w.status == IB_WC_SUCCESS ? nwrs : -EIO;
 	}
 destroy:
-	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, c->sgl, c->npages, dir);
+	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, dir);
 out:
 	mutex_unlock(&qp->rw_lock);
 	rpcrdma_cm_qp_leave(qp);
+	return ret;
+}
+
+/* The whole chunk from or to the peer's memory (rpcrdma_cm_rw_sgl). */
+int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
+{
+	if (c->mr)
+		return -EBUSY;
+	return rpcrdma_cm_rw_sgl(c->qp, c->sgl, c->npages, rkey, addr, write);
+}
+
+/*
+ * @len octets at byte @offset of the page array @pages (an RPC request's or
+ * reply's pages: no copy) from or to the peer's memory (rpcrdma_cm_rw_sgl).
+ */
+int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
+			  u32 rkey, u64 addr, bool write)
+{
+	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
+	struct scatterlist *sgl;
+	int ret;
+
+	if (!len || n > RPCRDMA_CM_CHUNK_MAX_PAGES)
+		return -EINVAL;
+	sgl = kcalloc(n, sizeof(*sgl), GFP_KERNEL);
+	if (!sgl)
+		return -ENOMEM;
+	sg_init_table(sgl, n);
+	pages += offset / PAGE_SIZE;
+	for (i = 0; i < n; i++, po = 0) {
+		k = min_t(u32, len, PAGE_SIZE - po);
+		sg_set_page(&sgl[i], pages[i], k, po);
+		len -= k;
+	}
+	ret = rpcrdma_cm_rw_sgl(qp, sgl, n, rkey, addr, write);
+	kfree(sgl);
 	return ret;
 }

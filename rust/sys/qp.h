@@ -73,6 +73,11 @@ void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
 /* ib_post_send() unless the QP is closing. */
 int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 
+/* chunk.c: RDMA Read or Write of memory C owns (an RPC's pages), no copy. */
+struct page;
+int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
+			  u32 rkey, u64 addr, bool write);
+
 /* Registrations and invalidations per Send, and one RDMA Read/Write context. */
 #define RPCRDMA_CM_MR_WRS 6
 /* At most this many pages per RDMA Read/Write WR (the device may allow fewer). */

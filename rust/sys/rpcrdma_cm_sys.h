@@ -222,8 +222,15 @@ void rpcrdma_cm_svc_set_data(struct rpcrdma_cm_svc_xprt *x, bool data);
 void rpcrdma_cm_svc_enqueue(struct rpcrdma_cm_svc_xprt *x);
 void rpcrdma_cm_svc_close(struct rpcrdma_cm_svc_xprt *x);
 void rpcrdma_cm_svc_received(struct svc_rqst *rqstp);
-int rpcrdma_cm_svc_arg_inline(struct svc_rqst *rqstp, u8 *buf, u32 len, void *ctxt);
-int rpcrdma_cm_svc_arg_copy(struct svc_rqst *rqstp, const u8 *buf, u32 len, void *ctxt);
+int rpcrdma_cm_svc_arg_split(struct svc_rqst *rqstp, u8 *buf, u32 len, u32 position,
+			     u32 page_len, void *ctxt);
+int rpcrdma_cm_svc_arg_pages(struct svc_rqst *rqstp, u32 len, void *ctxt);
+int rpcrdma_cm_svc_copy_pages(struct svc_rqst *rqstp, u32 offset, const u8 *buf, u32 len);
+int rpcrdma_cm_svc_read_pages(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
+			      u32 len, u32 rkey, u64 addr);
+bool rpcrdma_cm_svc_res_in_pages(struct svc_rqst *rqstp, u32 offset, u32 len);
+int rpcrdma_cm_svc_write_res(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
+			     u32 len, u32 rkey, u64 addr);
 u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp);
 int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len);
 int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits);

@@ -30,13 +30,16 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, rpcrdma_cm_svc_arg_copy, rpcrdma_cm_svc_arg_inline, rpcrdma_cm_svc_bc_reply,
-    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue,
-    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_res_len,
+    c_fn, rpcrdma_cm_svc_arg_pages, rpcrdma_cm_svc_arg_split, rpcrdma_cm_svc_bc_reply,
+    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_copy_pages,
+    rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_read_pages, rpcrdma_cm_svc_received,
+    rpcrdma_cm_svc_register, rpcrdma_cm_svc_res_in_pages, rpcrdma_cm_svc_res_len,
     rpcrdma_cm_svc_res_read, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
-    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
-    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+    rpcrdma_cm_svc_write_res, rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard,
+    rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put,
+    rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
 };
+use super::qp::Qp;
 use super::rdma_cm::{ConnectRequest, Net};
 
 /// Makes the Rust side of the listeners nfsd asks for (xpo_create).
@@ -266,6 +269,17 @@ impl Drop for SvcXprt {
     }
 }
 
+/// Where the Call a transport hands nfsd lies ([`SvcRqst::accept_call`]).
+pub(crate) enum Arg {
+    /// In the call context's memory (`SvcCall::arg`, a kept receive
+    /// buffer), with the `page_len` octets (XDR-rounded) of a Read chunk
+    /// already in the request's pages ([`SvcRqst::read_into_pages`]) at
+    /// `position` of it. No chunk: `position` is the length, `page_len` 0.
+    InPlace { position: u32, page_len: u32 },
+    /// All of it, `len` octets, in the request's pages.
+    Pages { len: u32 },
+}
+
 /// One request nfsd hands the transport (xpo_recvfrom, xpo_sendto).
 pub(crate) struct SvcRqst<'a> {
     raw: *mut svc_rqst,
@@ -284,17 +298,16 @@ impl SvcRqst<'_> {
         }
     }
 
-    /// Hands nfsd a Call: with `copy` `None`, `call.arg()` (memory the call
-    /// context owns) becomes rq_arg's head without a copy; else `copy` is
-    /// copied into the request's own pages. Returns the length recvfrom
-    /// returns.
-    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, copy: Option<&[u8]>) -> i32 {
+    /// Hands nfsd a Call laid out as `arg` says (its memory: `call.arg()`,
+    /// owned by the call context, or the request's own pages). Returns the
+    /// length recvfrom returns.
+    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, arg: Arg) -> i32 {
         let ctxt = match KBox::new(call, GFP_KERNEL) {
             Ok(b) => KBox::into_raw(b),
             Err(_) => return -(kernel::bindings::ENOMEM as i32),
         };
-        let ret = match copy {
-            None => {
+        let ret = match arg {
+            Arg::InPlace { position, page_len } => {
                 // SAFETY: just boxed; the inner box's contents do not move
                 // while the context lives.
                 let a = unsafe { &**ctxt }.arg();
@@ -303,23 +316,75 @@ impl SvcRqst<'_> {
                 // owns, which sunrpc keeps until xpo_release_ctxt. nfsd may
                 // decode in place (RPCSEC_GSS unwraps), which is why C takes
                 // it mutable: the memory is a received message, read by no
-                // one else.
+                // one else. C checks `position` and `page_len`.
                 unsafe {
-                    rpcrdma_cm_svc_arg_inline(self.raw, a.as_ptr().cast_mut(), len, ctxt.cast())
+                    rpcrdma_cm_svc_arg_split(
+                        self.raw,
+                        a.as_ptr().cast_mut(),
+                        len,
+                        position,
+                        page_len,
+                        ctxt.cast(),
+                    )
                 }
             }
-            Some(a) => {
-                let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
-                // SAFETY: the request is live; C copies `len` octets of `a`
-                // into the request's pages (checking they fit).
-                unsafe { rpcrdma_cm_svc_arg_copy(self.raw, a.as_ptr(), len, ctxt.cast()) }
-            }
+            // SAFETY: the request is live; C checks `len` against its pages.
+            Arg::Pages { len } => unsafe { rpcrdma_cm_svc_arg_pages(self.raw, len, ctxt.cast()) },
         };
         if ret < 0 {
             // SAFETY: C did not keep `ctxt` (it failed before setting it).
             drop(unsafe { KBox::from_raw(ctxt) });
         }
         ret
+    }
+
+    /// Copies `data` into the request's pages at `offset` (for [`Arg::Pages`]).
+    pub(crate) fn copy_into_pages(&mut self, offset: u32, data: &[u8]) -> Result {
+        let len = u32::try_from(data.len()).map_err(|_| super::errno::emsgsize())?;
+        // SAFETY: the request is live during recvfrom; C checks that the
+        // range fits the pages and reads `len` octets of `data`.
+        to_result(unsafe { rpcrdma_cm_svc_copy_pages(self.raw, offset, data.as_ptr(), len) })
+    }
+
+    /// RDMA Read of `len` octets of the peer's memory (`rkey`, `addr`)
+    /// straight into the request's pages at `offset`; returns the WRs it
+    /// took. Waits for the transfer.
+    pub(crate) fn read_into_pages(
+        &mut self,
+        qp: &Qp,
+        offset: u32,
+        len: u32,
+        rkey: u32,
+        addr: u64,
+    ) -> Result<u32> {
+        // SAFETY: the request is live during recvfrom and its pages are
+        // nfsd's to fill there; `qp` is a live handle; C checks the range.
+        let r = unsafe { rpcrdma_cm_svc_read_pages(self.raw, qp.raw(), offset, len, rkey, addr) };
+        to_result(r).map(|()| r as u32)
+    }
+
+    /// Whether the reply's octets `offset..offset + len` all lie in its page
+    /// list (where nfsd puts READ data), so they can be written from there.
+    pub(crate) fn res_in_pages(&self, offset: u32, len: u32) -> bool {
+        // SAFETY: the request is live during sendto.
+        unsafe { rpcrdma_cm_svc_res_in_pages(self.raw, offset, len) }
+    }
+
+    /// RDMA Write of the reply's octets `offset..offset + len` to the peer's
+    /// memory (`rkey`, `addr`) straight from the reply's pages; returns the
+    /// WRs it took. `ERANGE` unless [`Self::res_in_pages`].
+    pub(crate) fn write_from_res(
+        &self,
+        qp: &Qp,
+        offset: u32,
+        len: u32,
+        rkey: u32,
+        addr: u64,
+    ) -> Result<u32> {
+        // SAFETY: the request is live during sendto; its reply pages stay
+        // until sendto returns, and the Write completes before C returns.
+        let r = unsafe { rpcrdma_cm_svc_write_res(self.raw, qp.raw(), offset, len, rkey, addr) };
+        to_result(r).map(|()| r as u32)
     }
 
     /// Length of the reply nfsd encoded.
