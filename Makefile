@@ -43,7 +43,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module host-test selftest fuzz bench bench-proto clean
+.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -53,6 +53,7 @@ help:
 	@echo "make module     build rpcrdma_cm.ko (KDIR=<tree> to use another kernel)"
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
+	@echo "make selftest-pair  the two-kernel selftests: two guests joined by one link"
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
 	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
 	@echo "make bench        benchmarks in one VM boot: table and plots in results/bench"
@@ -82,6 +83,9 @@ host-test:
 
 selftest: module
 	@$(TOP)/scripts/selftest
+
+selftest-pair: module
+	@$(TOP)/scripts/selftest-pair
 
 fuzz:
 	@$(TOP)/scripts/fuzz

@@ -1,0 +1,165 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Tests that need two kernels, run by scripts/vm-pair in guests "a" (server)
+# and "b" (client) joined by one Ethernet link, each with rxe on its end.
+# KTAP from guest b, which drives; guest a serves until b says "done".
+# Today: the link itself, with Linux's C transport on both ends (the
+# baseline pairing of the benchmarks and the topology our client transport
+# is to be tested on against Linux's svcrdma), then our server transport
+# loaded in a the way a user does it, with no parameter.
+
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+KSRC=${KSRC:?KSRC must name the kernel source tree (for ktap_helpers.sh)}
+# shellcheck source=/dev/null
+. "$KSRC/tools/testing/selftests/kselftest/ktap_helpers.sh"
+. "$HERE/lib.sh"
+
+# Addresses of the link (TEST-NET-2, RFC 5737): they exist only on it.
+PAIR_A=198.51.100.1
+PAIR_B=198.51.100.2
+
+# The guest's end of the link: the interface with our MAC, up, addressed,
+# with an rxe device on it.
+pair_link() {
+	local me=$1 ifc
+	ifc=$(ip -o link | awk -v m="$PAIR_MAC" '$0 ~ m { sub(":", "", $2); print $2; exit }')
+	[ -n "$ifc" ] || { echo "no interface with MAC $PAIR_MAC"; return 1; }
+	ip link set "$ifc" up && ip addr add "$me/24" dev "$ifc" || return 1
+	rdma link add rxe0 type rxe netdev "$ifc" || return 1
+	for ((i = 0; i < 50; i++)); do
+		rdma link show rxe0/1 | grep -q "state ACTIVE" && return 0
+		sleep 0.1
+	done
+	echo "rxe0 on $ifc not ACTIVE"; return 1
+}
+
+# wait_file NAME SECONDS: waits for $PAIR_DIR/NAME.
+wait_file() {
+	local end=$(( $(date +%s) + $2 ))
+	while [ ! -e "$PAIR_DIR/$1" ]; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.2
+	done
+}
+
+# Guest a's requests, asked by b through ask(): each prints what b needs
+# and succeeds or fails.
+a_c_nfsd() {
+	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
+# What a user does on a server: Linux's nfsd stopped and rpcrdma.ko unloaded,
+# our module loaded with no parameter, nfsd started with --rdma.
+a_our_nfsd() {
+	rpc.nfsd 0 && rmmod rpcrdma || return 1
+	insmod "$KO" || return 1
+	rpc.nfsd --rdma=20049 2 || return 1
+	grep "^rdma" /proc/fs/nfsd/portlist && grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
+a_our_stats() {
+	cat "$DBG/stats" && grep " for=nfsd" "$DBG/connections"
+}
+
+serve() {
+	local req
+	pair_link "$PAIR_A" || { echo fail >"$PAIR_DIR/ready"; return 1; }
+	echo ok >"$PAIR_DIR/ready"
+	while [ ! -e "$PAIR_DIR/done" ]; do
+		for req in "$PAIR_DIR"/*.req; do
+			[ -e "$req" ] || continue
+			req=$(basename "$req" .req)
+			if "a_$req" >"$PAIR_DIR/$req.out" 2>&1; then r=ok; else r=fail; fi
+			rm -f "$PAIR_DIR/$req.req"
+			echo "$r" >"$PAIR_DIR/$req.res"
+		done
+		sleep 0.2
+	done
+}
+
+# ask NAME: runs a_NAME in guest a; its output goes to $PAIR_DIR/NAME.out.
+ask() {
+	rm -f "$PAIR_DIR/$1.res"
+	touch "$PAIR_DIR/$1.req"
+	wait_file "$1.res" 120 && [ "$(cat "$PAIR_DIR/$1.res")" = ok ] && return 0
+	ktap_print_msg "guest a: $1 failed: $(tr '\n' ' ' <"$PAIR_DIR/$1.out" 2>/dev/null)"
+	return 1
+}
+
+# nfs_copy: mounts guest a's nfsd over RDMA with Linux's client and moves 16
+# MiB both ways, byte-exact; prints the client's rdma mountstats line.
+nfs_copy() {
+	local mnt=/tmp/mnt_pair ok=0
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=20049,vers=4.2 "$PAIR_A:/" "$mnt" || { fail "mount"; return 1; }
+	head -c $((16 << 20)) /dev/urandom >/tmp/pair.bin
+	cp /tmp/pair.bin "$mnt/pair.bin" && sync
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/pair.bin "$mnt/pair.bin" || { fail "data differs"; ok=1; }
+	MOUNTSTATS=$(awk '$1 == "xprt:" && $2 == "rdma"' /proc/self/mountstats)
+	rm -f "$mnt/pair.bin"
+	umount "$mnt" || ok=1
+	return $ok
+}
+
+# The link carries RDMA between the two kernels: Linux's NFS client in b
+# mounts Linux's nfsd in a over RPC-over-RDMA; the client's mountstats show an
+# rdma transport that moved chunks.
+pair_c_client_to_c_server() {
+	local ok=0
+	load_c_transport || return 1
+	ask c_nfsd || return 1
+	nfs_copy || ok=1
+	ktap_print_msg "mountstats: $MOUNTSTATS"
+	[ "$(echo "$MOUNTSTATS" | awk '{ print $13 + $14 }')" -gt 0 ] || { fail "no chunks"; ok=1; }
+	return $ok
+}
+
+# The server issue's user story on a server of its own: rpcrdma.ko unloaded,
+# `insmod rpcrdma_cm.ko` with no parameter, `rpc.nfsd --rdma=20049`; Linux's
+# client mounts it with -o rdma,port=20049 and the data is byte-exact. Our
+# counters on the server show nfsd's calls and chunks, the client's that its
+# chunked replies came with Send With Invalidate (local_inv_needed 0 with
+# chunks of one MR each: rxe's MRs hold 128 KiB, so 1 MiB I/O needs 8 and
+# the client invalidates 7 itself, see c_client_sees_remote_invalidation).
+pair_c_client_to_our_server() {
+	local ok=0 st
+	ask our_nfsd || return 1
+	ktap_print_msg "guest a portlist: $(tr '\n' ' ' <"$PAIR_DIR/our_nfsd.out")"
+	nfs_copy || ok=1
+	ask our_stats || return 1
+	st=$PAIR_DIR/our_stats.out
+	ktap_print_msg "guest a: $(grep -E '^(nfsd_calls|nfsd_args_direct|nfsd_payloads_direct|send_with_invalidate) ' "$st" | tr '\n' ' ')"
+	ktap_print_msg "client mountstats: $MOUNTSTATS"
+	[ "$(awk '$1 == "nfsd_calls" { print $2 }' "$st")" -gt 0 ] || { fail "no call reached nfsd through our transport"; ok=1; }
+	[ "$(awk '$1 == "nfsd_args_direct" { print $2 }' "$st")" -ge 16 ] || { fail "WRITE data not read into nfsd's pages"; ok=1; }
+	[ "$(awk '$1 == "nfsd_payloads_direct" { print $2 }' "$st")" -ge 16 ] || { fail "READ data not written from nfsd's pages"; ok=1; }
+	[ "$(awk '$1 == "send_with_invalidate" { print $2 }' "$st")" -gt 0 ] || { fail "no Send With Invalidate"; ok=1; }
+	return $ok
+}
+
+drive() {
+	local t rc=0
+	ktap_print_header
+	ktap_set_plan 3
+	if pair_link "$PAIR_B" && wait_file ready 300 && [ "$(cat "$PAIR_DIR/ready")" = ok ]; then
+		ktap_test_pass "pair_link"
+	else
+		ktap_test_fail "pair_link"
+		rc=1
+	fi
+	for t in pair_c_client_to_c_server pair_c_client_to_our_server; do
+		if [ "$rc" = 0 ] && "$t"; then ktap_test_pass "$t"; else ktap_test_fail "$t"; rc=1; fi
+	done
+	echo done >"$PAIR_DIR/done"
+	ktap_finished
+	return $rc
+}
+
+case "${PAIR_ROLE:-}" in
+a) serve ;;
+b) drive ;;
+*) echo "PAIR_ROLE must be a or b (scripts/vm-pair sets it)"; exit 2 ;;
+esac
