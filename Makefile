@@ -43,7 +43,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-proto clean
+.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-pair bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -57,6 +57,7 @@ help:
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
 	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
 	@echo "make bench        benchmarks in one VM boot: table and plots in results/bench"
+	@echo "make bench-pair   NFS over RDMA between two guests: svcrdma vs ours (fio)"
 	@echo "make bench-proto  microbenchmark of parse and negotiate (host)"
 	@echo "make clean      remove build products (not the kernel cache)"
 
@@ -92,6 +93,9 @@ fuzz:
 
 bench:
 	@$(TOP)/scripts/bench
+
+bench-pair:
+	@$(TOP)/scripts/bench-pair
 
 bench-proto:
 	@cd $(TOP)/rust/proto && cargo bench --quiet

@@ -10,7 +10,7 @@
 # loaded in a the way a user does it, with no parameter.
 
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KSRC=${KSRC:?KSRC must name the kernel source tree (for ktap_helpers.sh)}
 # shellcheck source=/dev/null
 . "$KSRC/tools/testing/selftests/kselftest/ktap_helpers.sh"
@@ -158,6 +158,8 @@ drive() {
 	return $rc
 }
 
+# Sourced (scripts/bench-pair-guest), only the functions.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 case "${PAIR_ROLE:-}" in
 a) serve ;;
 b) drive ;;

@@ -367,17 +367,19 @@ impl Conn {
     /// that the grant grows with the client's need and an idle or slow client
     /// costs only its initial buffers.
     fn grant(&self, qp: &Qp) -> u32 {
+        // nfsd's connections keep room for the Replies to backchannel Calls
+        // (two at a time), which the client sends unasked for: counted as
+        // in use, so that a client using every credit it was granted makes
+        // the Receives grow.
+        let reserve = if self.nfsd { BC_RESERVE } else { 0 };
         let (allocated, posted) = qp.recv_buffers();
-        let in_use = allocated.saturating_sub(posted);
+        let in_use = allocated.saturating_sub(posted).saturating_add(reserve);
         let add = receives_to_add(in_use, allocated, RECV_DEPTH);
         if add > 0 {
             if let Ok(n) = qp.grow_recv(add) {
                 self.count(X::ReceivesAdded, u64::from(n));
             }
         }
-        // nfsd's connections keep room for the Replies to backchannel Calls
-        // (two at a time), which the client sends unasked for.
-        let reserve = if self.nfsd { BC_RESERVE } else { 0 };
         let grant = server_grant(qp.recv_buffers().0)
             .saturating_sub(reserve)
             .max(1);

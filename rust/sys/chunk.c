@@ -274,15 +274,30 @@ static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
 	complete(&w->done);
 }
 
+/* Takes @n of the QP's RDMA Read/Write Send Queue entries, if that many are free. */
+static bool rpcrdma_cm_rw_reserve(struct rpcrdma_cm_qp *qp, int n)
+{
+	int avail = atomic_read(&qp->rw_avail);
+
+	do {
+		if (avail < n)
+			return false;
+	} while (!atomic_try_cmpxchg(&qp->rw_avail, &avail, avail - n));
+	return true;
+}
+
 /*
  * Moves the memory of @sgl (@nents entries) from (RDMA Read) or to (@write:
  * RDMA Write) the peer's memory at @addr/@rkey, and waits for it; returns the
  * number of WRs it took. Not from a completion callback.
- * One chain at a time per QP (@rw_lock), never longer than the room the QP
- * keeps for it (@rw_wrs): a chain that did not fit would be posted in part,
- * and the posted part would go on touching the memory after an error return.
- * The wait is uninterruptible: a posted chain completes, or is flushed when
- * the QP goes to error.
+ * Chains of several callers run at once (nfsd's threads each move their own
+ * call's data), as long as the Send Queue room the QP keeps for them
+ * (@rw_wrs) holds them all: a chain first reserves its WRs in @rw_avail,
+ * waiting for others to complete if need be, so the Send Queue never
+ * overflows and no chain is posted in part (the posted part would go on
+ * touching the memory after an error return). The wait for completion is
+ * uninterruptible: a posted chain completes, or is flushed when the QP goes
+ * to error.
  */
 static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, u32 nents,
 			     u32 rkey, u64 addr, bool write)
@@ -297,7 +312,6 @@ static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, 
 	if (ret)
 		return ret;
 	init_completion(&w.done);
-	mutex_lock(&qp->rw_lock);
 	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, 0, addr, rkey, dir);
 	if (ret < 0)
 		goto out;
@@ -306,6 +320,7 @@ static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, 
 		ret = -EMSGSIZE;
 		goto destroy;
 	}
+	wait_event(qp->wq, rpcrdma_cm_rw_reserve(qp, nwrs));
 	spin_lock_irqsave(&qp->lock, flags);
 	ret = qp->closed ? -ENOTCONN :
 		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &w.cqe, NULL);
@@ -314,10 +329,11 @@ static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, 
 		wait_for_completion(&w.done);
 		ret = w.status == IB_WC_SUCCESS ? nwrs : -EIO;
 	}
+	atomic_add(nwrs, &qp->rw_avail);
+	wake_up_all(&qp->wq);
 destroy:
 	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, dir);
 out:
-	mutex_unlock(&qp->rw_lock);
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
 }

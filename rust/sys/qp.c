@@ -334,9 +334,9 @@ u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp)
 /*
  * A PD, one CQ for both directions (polled from a workqueue), an RC QP on
  * @id's device with room for @attr->send_depth Sends plus FRWR registrations
- * and invalidations, for one RDMA Read/Write chain as long as the largest
- * chunk needs (up to RPCRDMA_CM_RW_SGES pages per WR; RDMA Reads and Writes
- * run one at a time, see rpcrdma_cm_chunk_rdma()), for @attr->recv_depth
+ * and invalidations, for RDMA Read/Write chains (room for one as long as
+ * the largest chunk needs, up to RPCRDMA_CM_RW_SGES pages per WR, or for
+ * that many short ones at once, see rpcrdma_cm_rw_sgl()), for @attr->recv_depth
  * Receives, and one WR each way for the drain. @attr->recv_initial Receive
  * buffers are posted before this returns. Completions go to @owner.
  */
@@ -368,7 +368,6 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	INIT_LIST_HEAD(&qp->recv_ready);
 	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
 	atomic_set(&qp->recv_posted, 0);
-	mutex_init(&qp->rw_lock);
 	qp->send_size = a->send_size;
 	qp->recv_size = a->recv_size;
 	qp->send_depth = a->send_depth;
@@ -413,6 +412,9 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 		goto out;
 	/* What the device granted beyond our own WRs is for RDMA Read/Write. */
 	qp->rw_wrs = attr.cap.max_send_wr > own ? attr.cap.max_send_wr - own : 0;
+	/* Never more in flight than the CQ has room for. */
+	qp->rw_wrs = min(qp->rw_wrs, 3 * rw);
+	atomic_set(&qp->rw_avail, qp->rw_wrs);
 
 	ret = -ENOMEM;
 	qp->send = kcalloc(a->send_depth, sizeof(*qp->send), GFP_KERNEL);

@@ -55,9 +55,12 @@ struct rpcrdma_cm_qp {
 	struct list_head send_free;
 	struct list_head recv_ready;
 	struct work_struct recv_work;
-	/* One RDMA Read/Write chain at a time, of at most @rw_wrs WRs. */
-	struct mutex rw_lock;
+	/*
+	 * Send Queue entries kept for RDMA Read/Write chains (@rw_wrs), and of
+	 * those the ones no chain has reserved (@rw_avail).
+	 */
 	u32 rw_wrs;
+	atomic_t rw_avail;
 	u32 send_size, recv_size;
 	u32 send_depth, recv_depth;
 	u32 nsend;		/* Send slots used (buffers allocated on demand) */
