@@ -69,11 +69,12 @@ impl Qp {
     /// A handle of a QP that is kept alive by its caller for the lifetime of the
     /// result, without a reference of its own: drop of the result does nothing.
     ///
+    /// Callers are completion callbacks (teardown drains them first) or hold
+    /// a borrow of the [`CmId`](super::rdma_cm::CmId) that owns the QP.
+    ///
     /// # Safety
     ///
-    /// `raw` is a live QP from `rpcrdma_cm_create_qp` and stays alive while the
-    /// result is used (completion callbacks: teardown drains them first; a
-    /// [`CmId`](super::rdma_cm::CmId) borrowed by the caller).
+    /// `raw` is a live QP from `rpcrdma_cm_create_qp`, alive while in use.
     pub(super) unsafe fn borrowed(raw: *mut rpcrdma_cm_qp) -> Option<ManuallyDrop<Qp>> {
         NonNull::new(raw).map(|raw| ManuallyDrop::new(Qp { raw }))
     }
@@ -166,11 +167,11 @@ unsafe impl Sync for RecvBuf {}
 impl RecvBuf {
     /// Keeps the buffer `b` holding the message `data`.
     ///
+    /// qp.c leaves a kept buffer alone until [`Drop`] releases it.
+    ///
     /// # Safety
     ///
-    /// `b` is a buffer whose successful Receive completion callback is running
-    /// now, `data` its message, and the callback reports it kept (qp.c then
-    /// leaves it alone until [`Drop`] releases it).
+    /// `b`'s Receive callback (successful, keeping it) runs now; `data` is its message.
     pub(super) unsafe fn keep(b: *mut rpcrdma_cm_buf, data: &[u8]) -> Option<RecvBuf> {
         let b = NonNull::new(b)?;
         // SAFETY: see above; counted in the QP's users until released.

@@ -198,10 +198,10 @@ impl WorkItem for Ctx {
 
     fn run(this: Pin<KBox<Ctx>>) {
         let id = this.id.load(Ordering::Acquire);
-        // SAFETY: the id is live (destroyed below, by us alone). Taking and
-        // releasing its handler lock waits for the handler that queued us to
-        // return (the CM holds the lock across the whole callback, our
-        // trampoline's last access to the context included).
+        // Taking and releasing the id's handler lock waits for the handler
+        // that queued us to return (the CM holds the lock across the whole
+        // callback, our trampoline's last access to the context included).
+        // SAFETY: the id is live (destroyed below, by us alone).
         unsafe {
             rdma_lock_handler(id);
             rdma_unlock_handler(id);
@@ -254,11 +254,12 @@ impl Ctx {
 
     /// Frees a context made by `new`.
     ///
+    /// Nothing refers to a context any more once its id is destroyed, or is
+    /// about to be by the CM with no handler call left.
+    ///
     /// # Safety
     ///
-    /// `ctx` came from `Ctx::new`, is not queued, and nothing refers to it any
-    /// more (its id is destroyed, or about to be by the CM with no handler
-    /// call left).
+    /// `ctx` came from `Ctx::new`, is not queued, and nothing refers to it.
     unsafe fn free(ctx: *mut Ctx) {
         // SAFETY: see above; the box was pinned when made.
         drop(unsafe { Pin::new_unchecked(KBox::from_raw(ctx)) });
@@ -281,10 +282,11 @@ impl Ctx {
 
     fn qp(&self) -> Option<Qp> {
         let qp = self.qp.load(Ordering::Acquire);
-        // SAFETY: a non-null QP is live until `destroy_qp`, which only the
-        // owner's drop or the deferred teardown runs; callers hold a borrow of
-        // the owner (`&CmId`, or a handler's `HandlerId`, which runs before
-        // the teardown can start). The borrowed handle becomes an owned one.
+        // A non-null QP is live until `destroy_qp`, which only the owner's
+        // drop or the deferred teardown runs. The borrowed handle becomes an
+        // owned one.
+        // SAFETY: callers hold a borrow of the owner (`&CmId`, or a handler's
+        // `HandlerId`, which runs before the teardown can start).
         let borrowed = unsafe { Qp::borrowed(qp) }?;
         // SAFETY: as above, the QP is live while we take a reference.
         unsafe { rpcrdma_cm_qp_get(qp) };
@@ -298,18 +300,18 @@ pub(crate) struct CmId {
     ctx: *mut Ctx,
 }
 
-// SAFETY: the id and its context may be used and destroyed from any thread: the
-// context's mutable state is atomic, the handler is `Send + Sync`, and the RDMA
-// CM functions used (rdma_disconnect, rdma_resolve_addr, rdma_listen, and the
-// locked destroy in Drop) may be called from any process context.
+// The RDMA CM functions used (rdma_disconnect, rdma_resolve_addr, rdma_listen,
+// and the locked destroy in Drop) may be called from any process context.
+// SAFETY: so the id and its context may be used and destroyed from any thread:
+// the context's mutable state is atomic, the handler is `Send + Sync`.
 unsafe impl Send for CmId {}
-// SAFETY: `&CmId` allows `listen`, `resolve_addr` and `qp`. The RDMA CM
-// serialises concurrent calls on one id itself (its state machine moves under
-// the id's lock, and a call made in the wrong state fails with an error), so
-// two threads calling the first two cannot corrupt anything. `qp` loads the
-// pointer atomically and takes a counted reference; the QP cannot be freed
-// during that call because only the owner's drop (which needs the `CmId` by
-// value) or the deferred teardown (queued by that drop) frees it.
+// `&CmId` allows `listen`, `resolve_addr` and `qp`. The RDMA CM serialises
+// concurrent calls on one id itself (its state machine moves under the id's
+// lock, and a call made in the wrong state fails with an error). `qp` loads the
+// pointer atomically and takes a counted reference; only the owner's drop
+// (which needs the `CmId` by value) or the deferred teardown it queues frees it.
+// SAFETY: so two threads calling them cannot corrupt anything, and the QP
+// cannot be freed during a `qp` call.
 unsafe impl Sync for CmId {}
 
 /// A network namespace (C `struct net`), valid while its owner (sunrpc's
@@ -354,11 +356,12 @@ impl CmId {
         let ctx = Ctx::new(handler)?;
         let mut id = ptr::null_mut();
         let net = net.map_or(ptr::null_mut(), |n| n.0);
-        // SAFETY: `ctx` is a valid context pointer that outlives the id (freed only
-        // after the id is destroyed, see Drop); `net` is null or a namespace the
-        // caller keeps alive (the CM takes its own reference); `id` is a valid
-        // out pointer.
-        if let Err(e) = to_result(unsafe { rpcrdma_cm_create_id(ctx.cast(), net, &mut id) }) {
+        // `ctx` is freed only after the id is destroyed (see Drop); the CM takes
+        // its own reference on `net`.
+        // SAFETY: `ctx` outlives the id; `net` is null or a namespace the
+        // caller keeps alive; `id` is a valid out pointer.
+        let r = unsafe { rpcrdma_cm_create_id(ctx.cast(), net, &mut id) };
+        if let Err(e) = to_result(r) {
             // SAFETY: from Ctx::new, not queued, and no id refers to it.
             unsafe { Ctx::free(ctx) };
             return Err(e);
@@ -644,10 +647,9 @@ impl ConnectRequest<'_> {
         c.id.store(self.id, Ordering::Release);
         let accepted = create_qp(c, attr).and_then(|()| {
             // SAFETY: the new id is live during CONNECT_REQUEST and its handler
-            // lock is held (we run its handler); `pdata` is valid for `len`
-            // octets.
-            let r =
-                to_result(unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr().cast(), len, ord) });
+            // lock is held (we run its handler); `pdata` holds `len` octets.
+            let r = unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr().cast(), len, ord) };
+            let r = to_result(r);
             self.accept_failed = r.is_err();
             r
         });

@@ -312,11 +312,11 @@ impl SvcRqst<'_> {
                 // while the context lives.
                 let a = unsafe { &**ctxt }.arg();
                 let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
+                // nfsd may decode in place (RPCSEC_GSS unwraps), which is why
+                // C takes the memory mutable: it is a received message, read
+                // by no one else. C checks `position` and `page_len`.
                 // SAFETY: the request is live; `a` lies in memory that `ctxt`
-                // owns, which sunrpc keeps until xpo_release_ctxt. nfsd may
-                // decode in place (RPCSEC_GSS unwraps), which is why C takes
-                // it mutable: the memory is a received message, read by no
-                // one else. C checks `position` and `page_len`.
+                // owns, which sunrpc keeps until xpo_release_ctxt.
                 unsafe {
                     rpcrdma_cm_svc_arg_split(
                         self.raw,
@@ -403,10 +403,12 @@ impl SvcRqst<'_> {
 
 /// The ops of transport `rs` (its context box).
 ///
+/// A transport's context comes from `rpcrdma_cm_svc_xprt_set_rs` or
+/// `rpcrdma_cm_svc_create_rs` and goes with `rpcrdma_cm_svc_free_rs`.
+///
 /// # Safety
 ///
-/// `rs` is a transport's context from `rpcrdma_cm_svc_xprt_set_rs` or
-/// `rpcrdma_cm_svc_create_rs`, not yet freed by `rpcrdma_cm_svc_free_rs`.
+/// `rs` is a transport's context, not yet freed.
 unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn SvcXprtOps> {
     // SAFETY: see above.
     unsafe { &*rs.cast::<Arc<dyn SvcXprtOps>>() }

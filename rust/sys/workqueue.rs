@@ -45,10 +45,10 @@ impl ModuleQueue {
 
 impl Drop for ModuleQueue {
     fn drop(&mut self) {
-        // SAFETY: plain C functions. Waiting for the ids first: a CM handler
-        // that closed its connection queues the teardown here, and the
-        // teardown frees the id; destroy_workqueue() then waits for that work
-        // item (and any other) to return.
+        // Waiting for the ids first: a CM handler that closed its connection
+        // queues the teardown here, and the teardown frees the id;
+        // destroy_workqueue() then waits for that work item (and any other).
+        // SAFETY: plain C functions, called from process context.
         unsafe { rpcrdma_cm_live_wait() };
         UP.store(false, Ordering::Release);
         // SAFETY: no id is alive, so nothing queues work any more.
