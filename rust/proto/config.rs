@@ -65,6 +65,21 @@ pub fn check_listen_param(s: &str) -> bool {
     true
 }
 
+/// Longest server transport class name `svc_class` may give (sunrpc's
+/// `xcl_name` is matched against nfsd's portlist word).
+pub const MAX_SVC_CLASS_NAME: usize = 15;
+
+/// Checks a `svc_class` parameter, up to its first newline: at most
+/// [`MAX_SVC_CLASS_NAME`] ASCII letters, digits, `_` or `-`. Empty (no server
+/// class) is allowed.
+pub fn check_svc_class_param(s: &[u8]) -> bool {
+    let name = s.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    name.len() <= MAX_SVC_CLASS_NAME
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Per-connection overrides of what a client connection advertises; `None` keeps
 /// the module parameter's value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -326,6 +341,18 @@ mod tests {
         assert!(!check_listen_param("host:20049"));
         assert!(!check_listen_param("192.0.2.1:1,192.0.2.1:1"));
         assert!(!check_listen_param("1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9"));
+    }
+
+    #[test]
+    fn svc_class_names() {
+        assert!(check_svc_class_param(b"rdma"));
+        assert!(check_svc_class_param(b"rdma_cm-2\n"));
+        assert!(check_svc_class_param(b""));
+        assert!(check_svc_class_param(b"abcdefghijklmno"));
+        assert!(!check_svc_class_param(b"abcdefghijklmnop"));
+        assert!(!check_svc_class_param(b"rd ma"));
+        assert!(!check_svc_class_param(b"rdma/x"));
+        assert!(!check_svc_class_param(b"\xe9t\xe9"));
     }
 
     #[test]

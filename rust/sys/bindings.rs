@@ -25,7 +25,8 @@
 
 #[allow(unused_imports)]
 pub(crate) use kernel::bindings::{
-    bool_, dentry, net, seq_file, u16_, u32_, u64_, u8_, wait_queue_head, workqueue_struct,
+    __be16, __be32, __kernel_sa_family_t, bio_vec, bool_, dentry, file_operations, kvec, net, page,
+    seq_file, sockaddr, u16_, u32_, u64_, u8_, umode_t, wait_queue_head, workqueue_struct,
 };
 use kernel::ffi;
 

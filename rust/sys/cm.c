@@ -1,22 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * rpcrdma_cm: RDMA connection manager ids (rust/sys/rdma_cm.rs), the module's
- * workqueue, the count of live ids that unloading waits for, and the
- * periodic tick.
+ * rpcrdma_cm: RDMA connection manager ids (rust/sys/rdma_cm.rs), the count
+ * of live ids that unloading waits for, and the periodic tick on the module's
+ * workqueue (rust/sys/workqueue.rs).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/delay.h>
 #include <linux/err.h>
-#include <linux/in.h>
-#include <linux/in6.h>
-#include <linux/random.h>
 #include <linux/sched/signal.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <net/net_namespace.h>
-#include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
@@ -63,62 +58,6 @@ void rpcrdma_cm_set_context(struct rdma_cm_id *id, void *context)
 	id->context = context;
 }
 
-/* @addr: 4 octets (AF_INET) or 16 (AF_INET6), network order; @port host order. */
-static int rpcrdma_cm_sockaddr(struct sockaddr_storage *ss, int family,
-			       const u8 *addr, u16 port)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-		sin->sin_family = AF_INET;
-		memcpy(&sin->sin_addr, addr, 4);
-		sin->sin_port = htons(port);
-		return 0;
-	}
-	if (family == AF_INET6) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-		sin6->sin6_family = AF_INET6;
-		memcpy(&sin6->sin6_addr, addr, 16);
-		sin6->sin6_port = htons(port);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
-}
-
-int rpcrdma_cm_bind_listen(struct rdma_cm_id *id, int family, const u8 *addr,
-			   u16 port, int backlog)
-{
-	struct sockaddr_storage ss;
-	int ret;
-
-	ret = rpcrdma_cm_sockaddr(&ss, family, addr, port);
-	if (ret)
-		return ret;
-	if (family == AF_INET6) {
-		ret = rdma_set_afonly(id, 1);
-		if (ret)
-			return ret;
-	}
-	ret = rdma_bind_addr(id, (struct sockaddr *)&ss);
-	if (ret)
-		return ret;
-	return rdma_listen(id, backlog);
-}
-
-int rpcrdma_cm_resolve_addr(struct rdma_cm_id *id, int family, const u8 *addr,
-			    u16 port, unsigned long timeout_ms)
-{
-	struct sockaddr_storage ss;
-	int ret;
-
-	ret = rpcrdma_cm_sockaddr(&ss, family, addr, port);
-	if (ret)
-		return ret;
-	return rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
-}
-
 /* "addr:port" of both ends and the device name, for display. */
 void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
 			 char *dev, size_t len)
@@ -128,32 +67,10 @@ void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
 	snprintf(dev, len, "%s", id->device ? dev_name(&id->device->dev) : "-");
 }
 
-/*
- * The peer's address: an IPv4 address as an IPv4-mapped IPv6 address in
- * @addr16, network order, and its port. -EAFNOSUPPORT for another family.
- */
-int rpcrdma_cm_id_peer(struct rdma_cm_id *id, u8 *addr16, u16 *port)
+/* The peer's address (a struct sockaddr_in or _in6), valid while @id lives. */
+const struct sockaddr *rpcrdma_cm_id_peer_addr(struct rdma_cm_id *id)
 {
-	const struct sockaddr *sa = (const struct sockaddr *)&id->route.addr.dst_addr;
-
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
-
-		memset(addr16, 0, 10);
-		addr16[10] = 0xff;
-		addr16[11] = 0xff;
-		memcpy(addr16 + 12, &sin->sin_addr, 4);
-		*port = ntohs(sin->sin_port);
-		return 0;
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
-
-		memcpy(addr16, &sin6->sin6_addr, 16);
-		*port = ntohs(sin6->sin6_port);
-		return 0;
-	}
-	return -EAFNOSUPPORT;
+	return (const struct sockaddr *)&id->route.addr.dst_addr;
 }
 
 /*
@@ -168,96 +85,11 @@ int rpcrdma_cm_id_caps(struct rdma_cm_id *id, struct rpcrdma_cm_dev_caps *caps)
 	memset(caps, 0, sizeof(*caps));
 	if (!dev)
 		return -ENODEV;
-	caps->mem_mgt_ext = !!(dev->attrs.device_cap_flags &
-			       IB_DEVICE_MEM_MGT_EXTENSIONS) &&
-			    !rpcrdma_cm_param_test_no_mem_mgt_ext();
+	caps->mem_mgt_ext = !!(dev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS);
 	caps->max_fast_reg_page_list_len = dev->attrs.max_fast_reg_page_list_len;
+	caps->max_qp_rd_atom = max(dev->attrs.max_qp_rd_atom, 0);
+	caps->max_qp_init_rd_atom = max(dev->attrs.max_qp_init_rd_atom, 0);
 	return 0;
-}
-
-/* Called from the ROUTE_RESOLVED handler (the handler lock is held). */
-int rpcrdma_cm_connect_locked(struct rdma_cm_id *id, const void *pdata, u8 len)
-{
-	struct rdma_conn_param param = {};
-
-	if (!id->device)
-		return -ENODEV;
-	param.private_data = len ? pdata : NULL;
-	param.private_data_len = len;
-	/* As xprtrdma: the server reads from us, we never read from it. */
-	param.responder_resources = min_t(int, id->device->attrs.max_qp_rd_atom, 255);
-	param.initiator_depth = 0;
-	param.retry_count = 6;
-	param.rnr_retry_count = 0;
-	param.flow_control = 0;
-	return rdma_connect_locked(id, &param);
-}
-
-/* Called from the CONNECT_REQUEST handler (the handler lock is held). */
-int rpcrdma_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len, u8 ord)
-{
-	struct rdma_conn_param param = {};
-
-	if (!id->device)
-		return -ENODEV;
-	param.private_data = len ? pdata : NULL;
-	param.private_data_len = len;
-	param.responder_resources = 0;
-	param.initiator_depth = min_t(int, ord, id->device->attrs.max_qp_init_rd_atom);
-	return rdma_accept(id, &param);
-}
-
-int rpcrdma_cm_reject(struct rdma_cm_id *id)
-{
-	return rdma_reject(id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
-}
-
-/* The module's workqueue -------------------------------------------------- */
-
-static struct workqueue_struct *rpcrdma_cm_workqueue;
-static struct workqueue_struct *rpcrdma_cm_recv_workqueue;
-
-/*
- * Two queues: teardown (and the tick) on one, Receive handling on the other.
- * A teardown waits for its QP's Receive work (flush_work); on one queue a
- * full set of teardowns could wait for Receive work that no worker is left
- * to run. WQ_MEM_RECLAIM: both free memory or answer the peer, and must make
- * progress when memory is short (NFS writeback will depend on them).
- */
-int rpcrdma_cm_wq_create(void)
-{
-	rpcrdma_cm_workqueue = alloc_workqueue("rpcrdma_cm", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
-	rpcrdma_cm_recv_workqueue = alloc_workqueue("rpcrdma_cm_recv",
-						    WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
-	if (!rpcrdma_cm_workqueue || !rpcrdma_cm_recv_workqueue) {
-		rpcrdma_cm_wq_destroy();
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/*
- * Waits for every work item queued, then frees the queues: teardown first
- * (every QP torn down has flushed its Receive work), then Receives.
- */
-void rpcrdma_cm_wq_destroy(void)
-{
-	if (rpcrdma_cm_workqueue)
-		destroy_workqueue(rpcrdma_cm_workqueue);
-	rpcrdma_cm_workqueue = NULL;
-	if (rpcrdma_cm_recv_workqueue)
-		destroy_workqueue(rpcrdma_cm_recv_workqueue);
-	rpcrdma_cm_recv_workqueue = NULL;
-}
-
-struct workqueue_struct *rpcrdma_cm_recv_wq(void)
-{
-	return rpcrdma_cm_recv_workqueue;
-}
-
-struct workqueue_struct *rpcrdma_cm_wq(void)
-{
-	return rpcrdma_cm_workqueue;
 }
 
 /* Live ids -------------------------------------------------------------- */
@@ -294,6 +126,7 @@ void rpcrdma_cm_live_wait(void)
 
 static void *rpcrdma_cm_tick_ctx;
 static unsigned long rpcrdma_cm_tick_period;
+static struct workqueue_struct *rpcrdma_cm_tick_wq;
 
 static void rpcrdma_cm_tick_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(rpcrdma_cm_tick_work, rpcrdma_cm_tick_fn);
@@ -301,16 +134,17 @@ static DECLARE_DELAYED_WORK(rpcrdma_cm_tick_work, rpcrdma_cm_tick_fn);
 static void rpcrdma_cm_tick_fn(struct work_struct *work)
 {
 	rpcrdma_cm_tick_rs(rpcrdma_cm_tick_ctx);
-	queue_delayed_work(rpcrdma_cm_workqueue, &rpcrdma_cm_tick_work,
+	queue_delayed_work(rpcrdma_cm_tick_wq, &rpcrdma_cm_tick_work,
 			   rpcrdma_cm_tick_period);
 }
 
 /* @ctx is passed to rpcrdma_cm_tick_rs() until rpcrdma_cm_tick_stop(). */
-void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms)
+void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms, struct workqueue_struct *wq)
 {
 	rpcrdma_cm_tick_ctx = ctx;
 	rpcrdma_cm_tick_period = max(msecs_to_jiffies(period_ms), 1UL);
-	queue_delayed_work(rpcrdma_cm_workqueue, &rpcrdma_cm_tick_work,
+	rpcrdma_cm_tick_wq = wq;
+	queue_delayed_work(rpcrdma_cm_tick_wq, &rpcrdma_cm_tick_work,
 			   rpcrdma_cm_tick_period);
 }
 
@@ -330,14 +164,4 @@ void rpcrdma_cm_init_waitqueue(struct wait_queue_head *head)
 bool rpcrdma_cm_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
-}
-
-void rpcrdma_cm_msleep(unsigned int ms)
-{
-	msleep(ms);
-}
-
-u32 rpcrdma_cm_random_u32(void)
-{
-	return get_random_u32();
 }

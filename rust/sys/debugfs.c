@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * rpcrdma_cm: debugfs files whose text Rust writes (rust/sys/debugfs.rs). C
- * provides the file_operations table, single_open() plumbing and the copy of
- * written text from user space.
+ * rpcrdma_cm: debugfs files whose text Rust writes (rust/sys/debugfs.rs),
+ * which creates them (debugfs_create_file) with one of the two
+ * file_operations tables here: single_open() plumbing, and for writable
+ * files the copy of written text from user space.
  */
 
-#include <linux/debugfs.h>
-#include <linux/err.h>
 #include <linux/fs.h>
 #include <linux/module.h>
 #include <linux/seq_file.h>
@@ -26,24 +25,14 @@ static int rpcrdma_cm_seq_open(struct inode *inode, struct file *file)
 	return single_open(file, rpcrdma_cm_seq_show, inode->i_private);
 }
 
-static const struct file_operations rpcrdma_cm_seq_fops = {
+/* A read-only file (rust/sys/debugfs.rs creates it with these ops). */
+const struct file_operations rpcrdma_cm_seq_fops = {
 	.owner = THIS_MODULE,
 	.open = rpcrdma_cm_seq_open,
 	.read = seq_read,
 	.llseek = seq_lseek,
 	.release = single_release,
 };
-
-int rpcrdma_cm_debugfs_create_dir(const char *name, struct dentry *parent,
-				  struct dentry **out)
-{
-	struct dentry *d = debugfs_create_dir(name, parent);
-
-	if (IS_ERR(d))
-		return PTR_ERR(d);
-	*out = d;
-	return 0;
-}
 
 /*
  * A writable debugfs file: each write() hands the written text (at most
@@ -69,7 +58,7 @@ static ssize_t rpcrdma_cm_seq_write(struct file *file, const char __user *ubuf,
 	return ret ? ret : len;
 }
 
-static const struct file_operations rpcrdma_cm_rw_fops = {
+const struct file_operations rpcrdma_cm_rw_fops = {
 	.owner = THIS_MODULE,
 	.open = rpcrdma_cm_seq_open,
 	.read = seq_read,
@@ -77,24 +66,3 @@ static const struct file_operations rpcrdma_cm_rw_fops = {
 	.llseek = seq_lseek,
 	.release = single_release,
 };
-
-/*
- * A file whose content rpcrdma_cm_debugfs_show() produces on each open; if
- * @writable (mode 0644, else 0444), writes go to rpcrdma_cm_debugfs_write().
- * debugfs_remove() of the file (or of a parent) waits for callers still inside
- * those functions, so @private must stay valid until it returns.
- */
-int rpcrdma_cm_debugfs_create_file(const char *name, bool writable,
-				   struct dentry *parent, void *private,
-				   struct dentry **out)
-{
-	struct dentry *d;
-
-	d = debugfs_create_file(name, writable ? 0644 : 0444, parent, private,
-				writable ? &rpcrdma_cm_rw_fops : &rpcrdma_cm_seq_fops);
-	if (IS_ERR(d))
-		return PTR_ERR(d);
-	*out = d;
-	return 0;
-}
-

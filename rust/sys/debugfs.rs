@@ -7,13 +7,13 @@
 //! only then releases the data the files point to. No file can outlive its data.
 
 use super::bindings::{
-    c_fn, debugfs_remove, dentry, rpcrdma_cm_debugfs_create_dir, rpcrdma_cm_debugfs_create_file,
-    seq_file, seq_write,
+    c_fn, debugfs_create_dir, debugfs_create_file, debugfs_remove, dentry, rpcrdma_cm_rw_fops,
+    rpcrdma_cm_seq_fops, seq_file, seq_write,
 };
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
-use kernel::error::to_result;
+use kernel::error::from_err_ptr;
 use kernel::ffi::{c_char, c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -109,10 +109,9 @@ impl Dir {
     }
 
     fn create(name: &CStr, parent: *mut dentry) -> Result<Self> {
-        let mut d = ptr::null_mut();
         // SAFETY: `name` is NUL-terminated and outlives the call; `parent` is NULL
-        // or a live directory dentry; `d` is a valid out pointer.
-        to_result(unsafe { rpcrdma_cm_debugfs_create_dir(name.as_char_ptr(), parent, &mut d) })?;
+        // or a live directory dentry.
+        let d = from_err_ptr(unsafe { debugfs_create_dir(name.as_char_ptr(), parent) })?;
         Ok(Dir {
             dentry: d,
             files: KVec::new(),
@@ -139,19 +138,25 @@ impl Dir {
             Some(boxed) => &**boxed,
             None => return Err(EINVAL),
         };
-        let mut d = ptr::null_mut();
-        // SAFETY: `name` is NUL-terminated; `self.dentry` is our live directory;
-        // `private` points into a heap box held in `self.files`, which is freed
-        // only after the directory is removed (see Drop): it outlives the file.
-        to_result(unsafe {
-            rpcrdma_cm_debugfs_create_file(
+        let (mode, fops) = if writable {
+            (0o644, ptr::addr_of!(rpcrdma_cm_rw_fops))
+        } else {
+            (0o444, ptr::addr_of!(rpcrdma_cm_seq_fops))
+        };
+        // `private` points into a box in `self.files`, freed only after Drop
+        // removed the directory, which waits for callers inside the file's ops.
+        // SAFETY: `name` is NUL-terminated, `self.dentry` our live directory,
+        // `fops` one of debugfs.c's static tables; `private` outlives the file.
+        from_err_ptr(unsafe {
+            debugfs_create_file(
                 name.as_char_ptr(),
-                writable,
+                mode,
                 self.dentry,
                 private.cast_mut().cast(),
-                &mut d,
+                fops,
             )
-        })
+        })?;
+        Ok(())
     }
 }
 

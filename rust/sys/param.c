@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rpcrdma_cm: module parameters (module_param*() are macros that emit section
- * entries, which Rust on 6.12 cannot). rust/sys/param.rs reads them.
+ * entries, which Rust on 6.12 cannot). The values live in the variables
+ * rpcrdma_cm_sys.h declares, which rust/sys/param.rs reads as READ_ONCE does.
  *
  * Values are checked by the protocol core's rules (rust/proto/config.rs, via
  * rust/sys/param.rs) or by the ranges below, and refused with a message, never
@@ -12,7 +13,6 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/ctype.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -20,13 +20,13 @@
 
 #include "rpcrdma_cm_sys.h"
 
-static bool selftest;
-module_param(selftest, bool, 0444);
+bool rpcrdma_cm_param_selftest;
+module_param_named(selftest, rpcrdma_cm_param_selftest, bool, 0444);
 MODULE_PARM_DESC(selftest,
 		 "Run the protocol core's test vectors at load and refuse to load if one fails (default: N)");
 
-static unsigned int send_size = 4096;
-static unsigned int recv_size = 4096;
+unsigned int rpcrdma_cm_param_send_size = 4096;
+unsigned int rpcrdma_cm_param_recv_size = 4096;
 
 /* The value as written, for messages: up to its first newline. */
 #define PARAM_TEXT(val) (val) ? (int)strcspn((val), "\n") : 0, (val) ? (val) : ""
@@ -49,24 +49,24 @@ static const struct kernel_param_ops rpcrdma_cm_size_ops = {
 	.get = param_get_uint,
 };
 
-module_param_cb(send_size, &rpcrdma_cm_size_ops, &send_size, 0644);
+module_param_cb(send_size, &rpcrdma_cm_size_ops, &rpcrdma_cm_param_send_size, 0644);
 MODULE_PARM_DESC(send_size,
 		 "Largest inline message we send, advertised in our private data (bytes, multiple of 1024, 1024-262144; default 4096)");
-module_param_cb(recv_size, &rpcrdma_cm_size_ops, &recv_size, 0644);
+module_param_cb(recv_size, &rpcrdma_cm_size_ops, &rpcrdma_cm_param_recv_size, 0644);
 MODULE_PARM_DESC(recv_size,
 		 "Largest inline message we receive, advertised in our private data (bytes, multiple of 1024, 1024-262144; default 4096)");
 
-static bool remote_invalidate = true;
-module_param(remote_invalidate, bool, 0644);
+bool rpcrdma_cm_param_remote_invalidate = true;
+module_param_named(remote_invalidate, rpcrdma_cm_param_remote_invalidate, bool, 0644);
 MODULE_PARM_DESC(remote_invalidate,
 		 "Set R (we support remote invalidation) in our private data when the device supports it (default: Y)");
 
-static bool legacy;
-module_param(legacy, bool, 0644);
+bool rpcrdma_cm_param_legacy;
+module_param_named(legacy, rpcrdma_cm_param_legacy, bool, 0644);
 MODULE_PARM_DESC(legacy,
 		 "Send no private data at all, like a pre-RFC 8797 peer (default: N)");
 
-static char *listen;
+char *rpcrdma_cm_param_listen;
 
 static int rpcrdma_cm_set_listen(const char *val, const struct kernel_param *kp)
 {
@@ -84,19 +84,11 @@ static const struct kernel_param_ops rpcrdma_cm_listen_ops = {
 	.free = param_free_charp,
 };
 
-module_param_cb(listen, &rpcrdma_cm_listen_ops, &listen, 0444);
+module_param_cb(listen, &rpcrdma_cm_listen_ops, &rpcrdma_cm_param_listen, 0444);
 MODULE_PARM_DESC(listen,
 		 "Server role: listen on these ADDR:PORT endpoints, comma-separated (default: none)");
 
-/*
- * An unsigned parameter with a range: @kp->arg points at a struct
- * rpcrdma_cm_uint_param whose first member is the value.
- */
-struct rpcrdma_cm_uint_param {
-	unsigned int value;
-	unsigned int min, max;
-};
-
+/* An unsigned parameter with a range: @kp->arg points at its struct rpcrdma_cm_uint_param. */
 static int rpcrdma_cm_set_uint(const char *val, const struct kernel_param *kp)
 {
 	struct rpcrdma_cm_uint_param *p = kp->arg;
@@ -124,9 +116,9 @@ static const struct kernel_param_ops rpcrdma_cm_uint_ops = {
 };
 
 #define RPCRDMA_CM_UINT_PARAM(name, def, lo, hi, desc)				\
-	static struct rpcrdma_cm_uint_param name = {				\
+	struct rpcrdma_cm_uint_param rpcrdma_cm_param_##name = {		\
 		.value = (def), .min = (lo), .max = (hi) };			\
-	module_param_cb(name, &rpcrdma_cm_uint_ops, &name, 0644);		\
+	module_param_cb(name, &rpcrdma_cm_uint_ops, &rpcrdma_cm_param_##name, 0644); \
 	MODULE_PARM_DESC(name, desc)
 
 RPCRDMA_CM_UINT_PARAM(max_connections, 256, 1, 65535,
@@ -145,22 +137,16 @@ RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
  * another name lets both be loaded, nfsd's portlist naming ours); empty: no
  * server class.
  */
-static char *svc_class = "rdma";
+char *rpcrdma_cm_param_svc_class = "rdma";
 
 static int rpcrdma_cm_set_svc_class(const char *val, const struct kernel_param *kp)
 {
-	size_t n = val ? strcspn(val, "\n") : 0, i;
-
-	if (!val || n > 15)
-		goto bad;
-	for (i = 0; i < n; i++)
-		if (!isalnum(val[i]) && val[i] != '_' && val[i] != '-')
-			goto bad;
+	if (!val || !rpcrdma_cm_svc_class_param_ok(val)) {
+		pr_err("svc_class=%.*s refused: at most 15 letters, digits, '_' or '-'\n",
+		       PARAM_TEXT(val));
+		return -EINVAL;
+	}
 	return param_set_charp(val, kp);
-bad:
-	pr_err("svc_class=%.*s refused: at most 15 letters, digits, '_' or '-'\n",
-	       PARAM_TEXT(val));
-	return -EINVAL;
 }
 
 static const struct kernel_param_ops rpcrdma_cm_svc_class_ops = {
@@ -169,78 +155,11 @@ static const struct kernel_param_ops rpcrdma_cm_svc_class_ops = {
 	.free = param_free_charp,
 };
 
-module_param_cb(svc_class, &rpcrdma_cm_svc_class_ops, &svc_class, 0444);
+module_param_cb(svc_class, &rpcrdma_cm_svc_class_ops, &rpcrdma_cm_param_svc_class, 0444);
 MODULE_PARM_DESC(svc_class,
 		 "Server transport class to register for nfsd (portlist \"NAME PORT\"); empty: none (default: rdma)");
 
-/* Read-only after load (0444): the string lives until the module is unloaded. */
-const char *rpcrdma_cm_param_svc_class(void)
-{
-	return svc_class ? svc_class : "";
-}
-
-static bool test_no_mem_mgt_ext;
-module_param(test_no_mem_mgt_ext, bool, 0644);
+bool rpcrdma_cm_param_test_no_mem_mgt_ext;
+module_param_named(test_no_mem_mgt_ext, rpcrdma_cm_param_test_no_mem_mgt_ext, bool, 0644);
 MODULE_PARM_DESC(test_no_mem_mgt_ext,
 		 "Selftests only: treat every device as lacking memory management extensions (no FRWR, no Send With Invalidate) (default: N)");
-
-bool rpcrdma_cm_param_selftest(void)
-{
-	return READ_ONCE(selftest);
-}
-
-unsigned int rpcrdma_cm_param_send_size(void)
-{
-	return READ_ONCE(send_size);
-}
-
-unsigned int rpcrdma_cm_param_recv_size(void)
-{
-	return READ_ONCE(recv_size);
-}
-
-bool rpcrdma_cm_param_remote_invalidate(void)
-{
-	return READ_ONCE(remote_invalidate);
-}
-
-bool rpcrdma_cm_param_legacy(void)
-{
-	return READ_ONCE(legacy);
-}
-
-/* Read-only after load (0444): the string lives until the module is unloaded. */
-const char *rpcrdma_cm_param_listen(void)
-{
-	return listen ? listen : "";
-}
-
-unsigned int rpcrdma_cm_param_max_connections(void)
-{
-	return READ_ONCE(max_connections.value);
-}
-
-unsigned int rpcrdma_cm_param_max_connections_per_peer(void)
-{
-	return READ_ONCE(max_connections_per_peer.value);
-}
-
-unsigned int rpcrdma_cm_param_idle_timeout(void)
-{
-	return READ_ONCE(idle_timeout.value);
-}
-
-unsigned int rpcrdma_cm_param_test_teardown_delay_ms(void)
-{
-	return READ_ONCE(test_teardown_delay_ms.value);
-}
-
-unsigned int rpcrdma_cm_param_test_listen_delay_ms(void)
-{
-	return READ_ONCE(test_listen_delay_ms.value);
-}
-
-bool rpcrdma_cm_param_test_no_mem_mgt_ext(void)
-{
-	return READ_ONCE(test_no_mem_mgt_ext);
-}

@@ -11,8 +11,8 @@
  * idle connection so costs its initial Receives, whatever the sizes.
  *
  * Receive completions are handed to Rust from a work item on the module's
- * Receive workqueue (process context, one message at a time, in order), so
- * the handler may sleep, for instance while it pulls a Read chunk with RDMA
+ * Receive workqueue, @recv_wq (process context, one message at a time, in
+ * order), so the handler may sleep, for instance while it pulls a Read chunk with RDMA
  * Read.
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
@@ -194,7 +194,7 @@ static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&qp->lock, flags);
 	list_add_tail(&b->list, &qp->recv_ready);
 	spin_unlock_irqrestore(&qp->lock, flags);
-	queue_work(rpcrdma_cm_recv_wq(), &qp->recv_work);
+	queue_work(qp->recv_wq, &qp->recv_work);
 }
 
 /* Process context: hand each queued message to Rust, then repost its buffer. */
@@ -353,7 +353,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 		return -ENODEV;
 	if (!a->send_depth || a->send_depth > 1024 || !a->recv_depth ||
 	    a->recv_depth > 1024 || !a->recv_initial || a->recv_initial > a->recv_depth ||
-	    !a->send_size || !a->recv_size)
+	    !a->send_size || !a->recv_size || !a->recv_wq)
 		return -EINVAL;
 	qp = kzalloc(sizeof(*qp), GFP_KERNEL);
 	if (!qp)
@@ -372,6 +372,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	qp->recv_size = a->recv_size;
 	qp->send_depth = a->send_depth;
 	qp->recv_depth = a->recv_depth;
+	qp->recv_wq = a->recv_wq;
 	qp->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(qp->pd)) {
 		ret = PTR_ERR(qp->pd);

@@ -55,6 +55,7 @@ struct rpcrdma_cm_qp {
 	struct list_head send_free;
 	struct list_head recv_ready;
 	struct work_struct recv_work;
+	struct workqueue_struct *recv_wq;
 	/*
 	 * Send Queue entries kept for RDMA Read/Write chains (@rw_wrs), and of
 	 * those the ones no chain has reserved (@rw_avail).
@@ -75,11 +76,6 @@ int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
 /* ib_post_send() unless the QP is closing. */
 int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
-
-/* chunk.c: RDMA Read or Write of memory C owns (an RPC's pages), no copy. */
-struct page;
-int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			  u32 rkey, u64 addr, bool write);
 
 /* Registrations and invalidations per Send, and one RDMA Read/Write context. */
 #define RPCRDMA_CM_MR_WRS 6

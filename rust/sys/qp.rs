@@ -42,14 +42,16 @@ pub(crate) struct QpAttr {
 }
 
 impl QpAttr {
-    pub(super) fn c(&self) -> rpcrdma_cm_qp_attr {
-        rpcrdma_cm_qp_attr {
+    /// C's view, with the module's Receive queue (`ENODEV` once it is gone).
+    pub(super) fn c(&self) -> Result<rpcrdma_cm_qp_attr> {
+        Ok(rpcrdma_cm_qp_attr {
             send_depth: self.send_depth,
             recv_depth: self.recv_depth,
             recv_initial: self.recv_initial,
             send_size: self.send_size,
             recv_size: self.recv_size,
-        }
+            recv_wq: super::workqueue::recv_queue()?,
+        })
     }
 }
 

@@ -28,7 +28,7 @@
 use core::cell::Cell;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
-use core::net::{IpAddr, Ipv6Addr, SocketAddr};
+use core::net::{IpAddr, SocketAddr};
 use core::pin::Pin;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -40,14 +40,15 @@ use kernel::task::Task;
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 use super::bindings::{
-    self, c_fn, rdma_cm_id, rdma_destroy_id, rdma_disconnect, rdma_lock_handler,
-    rdma_resolve_route, rdma_unlock_handler, rpcrdma_cm_accept, rpcrdma_cm_bind_listen,
-    rpcrdma_cm_buf, rpcrdma_cm_connect_locked, rpcrdma_cm_create_id, rpcrdma_cm_create_qp,
-    rpcrdma_cm_destroy_qp, rpcrdma_cm_dev_caps, rpcrdma_cm_event_info, rpcrdma_cm_id_caps,
-    rpcrdma_cm_id_names, rpcrdma_cm_id_peer, rpcrdma_cm_live_get, rpcrdma_cm_live_put,
-    rpcrdma_cm_qp, rpcrdma_cm_qp_get, rpcrdma_cm_reject, rpcrdma_cm_resolve_addr,
-    rpcrdma_cm_set_context, rpcrdma_cm_wc_info,
+    self, c_fn, in_addr, rdma_accept, rdma_bind_addr, rdma_cm_id, rdma_conn_param,
+    rdma_connect_locked, rdma_destroy_id, rdma_disconnect, rdma_listen, rdma_lock_handler,
+    rdma_reject, rdma_resolve_addr, rdma_resolve_route, rdma_set_afonly, rdma_unlock_handler,
+    rpcrdma_cm_buf, rpcrdma_cm_create_id, rpcrdma_cm_create_qp, rpcrdma_cm_destroy_qp,
+    rpcrdma_cm_dev_caps, rpcrdma_cm_event_info, rpcrdma_cm_id_caps, rpcrdma_cm_id_names,
+    rpcrdma_cm_id_peer_addr, rpcrdma_cm_live_get, rpcrdma_cm_live_put, rpcrdma_cm_qp,
+    rpcrdma_cm_qp_get, rpcrdma_cm_set_context, rpcrdma_cm_wc_info, sockaddr, sockaddr_in,
 };
+use super::param;
 use super::qp::{Qp, QpAttr, RecvBuf};
 use super::workqueue;
 
@@ -149,6 +150,10 @@ pub(crate) struct DevCaps {
     pub(crate) mem_mgt_ext: bool,
     /// Pages one FRWR registration may cover.
     pub(crate) max_fast_reg_pages: u32,
+    /// RDMA Reads the device serves at once per QP (as responder).
+    max_qp_rd_atom: u32,
+    /// RDMA Reads the device issues at once per QP (as initiator).
+    max_qp_init_rd_atom: u32,
 }
 
 /// Receives the events of the ids it is attached to. CM events come with the
@@ -333,15 +338,72 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    fn c_addr(&self) -> (c_int, [u8; 16]) {
-        let mut bytes = [0u8; 16];
+    fn c_sockaddr(&self) -> CSockAddr {
+        let port = self.port.to_be();
         match self.addr {
-            IpAddr::V4(a) => {
-                bytes[..4].copy_from_slice(&a.octets());
-                (AF_INET, bytes)
-            }
-            IpAddr::V6(a) => (AF_INET6, a.octets()),
+            IpAddr::V4(a) => CSockAddr::V4(sockaddr_in {
+                sin_family: AF_INET as u16,
+                sin_port: port,
+                sin_addr: in_addr {
+                    s_addr: u32::from_ne_bytes(a.octets()),
+                },
+                ..Default::default()
+            }),
+            IpAddr::V6(a) => CSockAddr::V6(kernel::bindings::sockaddr_in6 {
+                sin6_family: AF_INET6 as u16,
+                sin6_port: port,
+                sin6_addr: kernel::bindings::in6_addr {
+                    in6_u: kernel::bindings::in6_addr__bindgen_ty_1 {
+                        u6_addr8: a.octets(),
+                    },
+                },
+                ..Default::default()
+            }),
         }
+    }
+}
+
+/// A socket address as the RDMA CM takes it: a `struct sockaddr_in` or
+/// `sockaddr_in6`, passed as a `struct sockaddr *` (the CM reads the family
+/// first and then only that family's size).
+enum CSockAddr {
+    V4(sockaddr_in),
+    V6(kernel::bindings::sockaddr_in6),
+}
+
+impl CSockAddr {
+    fn as_mut_ptr(&mut self) -> *mut sockaddr {
+        match self {
+            CSockAddr::V4(sin) => ptr::from_mut(sin).cast(),
+            CSockAddr::V6(sin6) => ptr::from_mut(sin6).cast(),
+        }
+    }
+}
+
+/// The address at `sa`, if of a family we speak (IPv4, IPv6). The CM keeps
+/// ids' addresses in a `struct sockaddr_storage`, large enough for any.
+///
+/// # Safety
+///
+/// `sa` points to a valid `struct sockaddr` as large as its family says.
+pub(super) unsafe fn sockaddr_from_c(sa: *const sockaddr) -> Option<SocketAddr> {
+    // SAFETY: see above; the family comes first in every sockaddr.
+    let family = c_int::from(unsafe { (*sa).sa_family });
+    match family {
+        AF_INET => {
+            // SAFETY: an AF_INET address is a sockaddr_in (see above).
+            let sin = unsafe { &*sa.cast::<sockaddr_in>() };
+            let ip = IpAddr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::new(ip, u16::from_be(sin.sin_port)))
+        }
+        AF_INET6 => {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6 (see above).
+            let sin6 = unsafe { &*sa.cast::<kernel::bindings::sockaddr_in6>() };
+            // SAFETY: every member of the in6_addr union is the same 16 octets.
+            let ip = IpAddr::from(unsafe { sin6.sin6_addr.in6_u.u6_addr8 });
+            Some(SocketAddr::new(ip, u16::from_be(sin6.sin6_port)))
+        }
+        _ => None,
     }
 }
 
@@ -381,21 +443,28 @@ impl CmId {
     }
 
     /// Binds to `ep` and listens (`rdma_bind_addr()`, `rdma_listen()`).
+    /// An IPv6 listener takes IPv6 only (`rdma_set_afonly()`), as nfsd's
+    /// listeners do: IPv4 has a listener of its own.
     pub(crate) fn listen(&self, ep: &Endpoint, backlog: i32) -> Result {
-        let (family, addr) = ep.c_addr();
-        // SAFETY: our live id; `addr` holds 16 octets, of which C reads 4 or 16.
-        to_result(unsafe {
-            rpcrdma_cm_bind_listen(self.raw(), family, addr.as_ptr(), ep.port, backlog)
-        })
+        let mut sa = ep.c_sockaddr();
+        if ep.addr.is_ipv6() {
+            // SAFETY: our live id, not bound yet.
+            to_result(unsafe { rdma_set_afonly(self.raw(), 1) })?;
+        }
+        // SAFETY: our live id; `sa` is valid during the call and the CM copies it.
+        to_result(unsafe { rdma_bind_addr(self.raw(), sa.as_mut_ptr()) })?;
+        // SAFETY: our live id, bound above.
+        to_result(unsafe { rdma_listen(self.raw(), backlog) })
     }
 
     /// Starts resolving `ep` (`rdma_resolve_addr()`): ADDR_RESOLVED or ADDR_ERROR
     /// follows.
     pub(crate) fn resolve_addr(&self, ep: &Endpoint, timeout_ms: usize) -> Result {
-        let (family, addr) = ep.c_addr();
-        // SAFETY: as in `listen`.
+        let mut sa = ep.c_sockaddr();
+        // SAFETY: our live id; no source address (null); `sa` is valid during the
+        // call and the CM copies it.
         to_result(unsafe {
-            rpcrdma_cm_resolve_addr(self.raw(), family, addr.as_ptr(), ep.port, timeout_ms)
+            rdma_resolve_addr(self.raw(), ptr::null_mut(), sa.as_mut_ptr(), timeout_ms)
         })
     }
 
@@ -533,15 +602,10 @@ impl Names {
 
 /// The peer's address of a live `id` (see [`Names::of`]).
 fn peer_of(id: *mut rdma_cm_id) -> Option<SocketAddr> {
-    let (mut a, mut port) = ([0u8; 16], 0u16);
-    // SAFETY: `id` is live; `a` holds the 16 octets C writes.
-    to_result(unsafe { rpcrdma_cm_id_peer(id, a.as_mut_ptr(), &mut port) }).ok()?;
-    let v6 = Ipv6Addr::from(a);
-    let ip = match v6.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(v6),
-    };
-    Some(SocketAddr::new(ip, port))
+    // SAFETY: `id` is live; C returns a pointer into it.
+    let sa = unsafe { rpcrdma_cm_id_peer_addr(id) };
+    // SAFETY: the id's sockaddr_storage, alive while the id is (see above).
+    unsafe { sockaddr_from_c(sa) }
 }
 
 /// What the device of a live `id` offers (see [`Names::of`]); `None` before
@@ -551,8 +615,25 @@ fn caps_of(id: *mut rdma_cm_id) -> Option<DevCaps> {
     // SAFETY: `id` is live; `c` is a valid out pointer.
     to_result(unsafe { rpcrdma_cm_id_caps(id, &mut c) }).ok()?;
     Some(DevCaps {
-        mem_mgt_ext: c.mem_mgt_ext,
+        mem_mgt_ext: c.mem_mgt_ext && !param::test_no_mem_mgt_ext(),
         max_fast_reg_pages: c.max_fast_reg_page_list_len,
+        max_qp_rd_atom: c.max_qp_rd_atom,
+        max_qp_init_rd_atom: c.max_qp_init_rd_atom,
+    })
+}
+
+/// Connection parameters carrying `pdata` (at most 255 octets; empty: none),
+/// the rest zero. `pdata` must outlive the call the result is passed to.
+fn conn_param(pdata: &[u8]) -> Result<rdma_conn_param> {
+    let len = u8::try_from(pdata.len()).map_err(|_| EINVAL)?;
+    Ok(rdma_conn_param {
+        private_data: if len == 0 {
+            ptr::null()
+        } else {
+            pdata.as_ptr().cast()
+        },
+        private_data_len: len,
+        ..Default::default()
     })
 }
 
@@ -564,7 +645,7 @@ fn create_qp(ctx: &Ctx, attr: &QpAttr) -> Result {
     }
     let mut qp = ptr::null_mut();
     let owner = ptr::from_ref(ctx).cast_mut().cast::<c_void>();
-    let a = attr.c();
+    let a = attr.c()?;
     // SAFETY: a live id whose handler lock is held (see the callers); `owner`
     // is this id's context, which outlives the QP (destroy_qp runs before the
     // context is freed); `a` and `qp` are valid for the call.
@@ -603,10 +684,16 @@ impl HandlerId<'_> {
     /// Sends the connect request with `pdata` (at most 255 octets; empty sends
     /// none), after ROUTE_RESOLVED.
     pub(crate) fn connect(&self, pdata: &[u8]) -> Result {
-        let len = u8::try_from(pdata.len()).map_err(|_| EINVAL)?;
+        let caps = caps_of(self.raw()).ok_or(ENODEV)?;
+        let mut param = conn_param(pdata)?;
+        // As xprtrdma: the server reads from us, we never read from it.
+        param.responder_resources = u8::try_from(caps.max_qp_rd_atom).unwrap_or(u8::MAX);
+        param.initiator_depth = 0;
+        param.retry_count = 6;
         // SAFETY: a live id whose handler lock is held (we are its handler);
-        // `pdata` is valid for `len` octets during the call, and the CM copies it.
-        to_result(unsafe { rpcrdma_cm_connect_locked(self.raw(), pdata.as_ptr().cast(), len) })
+        // `param` and the private data it points to are valid during the call,
+        // and the CM copies both.
+        to_result(unsafe { rdma_connect_locked(self.raw(), &mut param) })
     }
 
     /// Starts a disconnect (`rdma_disconnect()`); DISCONNECTED follows.
@@ -640,16 +727,21 @@ impl ConnectRequest<'_> {
         if self.adopted.is_some() {
             return Err(EEXIST);
         }
-        let len = u8::try_from(pdata.len()).map_err(|_| EINVAL)?;
         let ctx = Ctx::new(handler)?;
         // SAFETY: `ctx` was just allocated and is owned here.
         let c = unsafe { &*ctx };
         c.id.store(self.id, Ordering::Release);
         let accepted = create_qp(c, attr).and_then(|()| {
+            let caps = caps_of(self.id).ok_or(ENODEV)?;
+            let mut param = conn_param(pdata)?;
+            // We issue the RDMA Reads (of the client's Read chunks); we serve none.
+            param.responder_resources = 0;
+            param.initiator_depth =
+                ord.min(u8::try_from(caps.max_qp_init_rd_atom).unwrap_or(u8::MAX));
             // SAFETY: the new id is live during CONNECT_REQUEST and its handler
-            // lock is held (we run its handler); `pdata` holds `len` octets.
-            let r = unsafe { rpcrdma_cm_accept(self.id, pdata.as_ptr().cast(), len, ord) };
-            let r = to_result(r);
+            // lock is held (we run its handler); `param` and the private data are
+            // valid during the call, and the CM copies both.
+            let r = to_result(unsafe { rdma_accept(self.id, &mut param) });
             self.accept_failed = r.is_err();
             r
         });
@@ -787,8 +879,10 @@ extern "C" fn rpcrdma_cm_event_rs(
         ctx.handler.connect_request(&mut req, &event);
         let Some(new_ctx) = req.adopted else {
             if !req.accept_failed {
-                // SAFETY: the new id is live and its handler lock is held.
-                unsafe { rpcrdma_cm_reject(id) };
+                let reason = bindings::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED as u8;
+                // SAFETY: the new id is live and its handler lock is held; no
+                // private data.
+                unsafe { rdma_reject(id, ptr::null(), 0, reason) };
             }
             return 1;
         };

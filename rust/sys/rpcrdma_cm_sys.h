@@ -6,7 +6,9 @@
  * Every function one side calls on the other is declared here once, with the
  * structures both sides read. C covers only what Rust on 6.12 cannot reach:
  * macros (module parameters, workqueues), static inlines (ib_post_send,
- * rdma_create_id), ops tables and struct fields of the RDMA core.
+ * rdma_create_id), ops tables and fields of the RDMA core's and sunrpc's
+ * structs. Rust calls exported functions (rdma_bind_addr, rdma_accept ...)
+ * itself, with the structs bindgen generates (sockaddr_in, rdma_conn_param).
  *
  * Rust does not mirror this file by hand: bindgen generates its view
  * (rust/sys/bindings_generated.rs, used through rust/sys/bindings.rs) from
@@ -21,10 +23,13 @@
 
 #include <linux/types.h>
 #include <linux/socket.h>	/* AF_INET, AF_INET6 */
+#include <linux/in.h>	/* struct sockaddr_in */
 #include <linux/debugfs.h>	/* debugfs_remove() */
 #include <linux/seq_file.h>	/* seq_write() */
+#include <linux/sunrpc/xdr.h>	/* struct xdr_buf, read_bytes_from_xdr_buf() */
 #include <rdma/ib_verbs.h>	/* enum ib_wc_status */
-#include <rdma/rdma_cm.h>	/* enum rdma_cm_event_type, rdma_disconnect() ... */
+#include <rdma/ib_cm.h>	/* IB_CM_REJ_CONSUMER_DEFINED */
+#include <rdma/rdma_cm.h>	/* enum rdma_cm_event_type, rdma_bind_addr() ... */
 
 struct dentry;
 struct seq_file;
@@ -36,31 +41,45 @@ struct workqueue_struct;
 
 /* param.c: module parameters ----------------------------------------------- */
 
-bool rpcrdma_cm_param_selftest(void);
-unsigned int rpcrdma_cm_param_send_size(void);
-unsigned int rpcrdma_cm_param_recv_size(void);
-bool rpcrdma_cm_param_remote_invalidate(void);
-bool rpcrdma_cm_param_legacy(void);
-const char *rpcrdma_cm_param_listen(void);
-const char *rpcrdma_cm_param_svc_class(void);
-unsigned int rpcrdma_cm_param_max_connections(void);
-unsigned int rpcrdma_cm_param_max_connections_per_peer(void);
-unsigned int rpcrdma_cm_param_idle_timeout(void);
-unsigned int rpcrdma_cm_param_test_teardown_delay_ms(void);
-unsigned int rpcrdma_cm_param_test_listen_delay_ms(void);
-bool rpcrdma_cm_param_test_no_mem_mgt_ext(void);
+/*
+ * The values, read by Rust (rust/sys/param.rs) as READ_ONCE does: each may
+ * change at run time but for selftest, listen and svc_class (0444), whose
+ * strings live unchanged until the module is unloaded.
+ */
+extern bool rpcrdma_cm_param_selftest;
+extern unsigned int rpcrdma_cm_param_send_size;
+extern unsigned int rpcrdma_cm_param_recv_size;
+extern bool rpcrdma_cm_param_remote_invalidate;
+extern bool rpcrdma_cm_param_legacy;
+extern char *rpcrdma_cm_param_listen;
+extern char *rpcrdma_cm_param_svc_class;
+extern bool rpcrdma_cm_param_test_no_mem_mgt_ext;
+
+/* An unsigned parameter and the range it is checked against. */
+struct rpcrdma_cm_uint_param {
+	unsigned int value;
+	unsigned int min, max;
+};
+
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_max_connections;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_max_connections_per_peer;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_idle_timeout;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_teardown_delay_ms;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
 bool rpcrdma_cm_size_param_ok(unsigned int v);
 bool rpcrdma_cm_listen_param_ok(const char *s);
+bool rpcrdma_cm_svc_class_param_ok(const char *s);
 
 /* debugfs.c: files whose text Rust writes ---------------------------------- */
 
-int rpcrdma_cm_debugfs_create_dir(const char *name, struct dentry *parent,
-				  struct dentry **out);
-int rpcrdma_cm_debugfs_create_file(const char *name, bool writable,
-				   struct dentry *parent, void *private,
-				   struct dentry **out);
+/*
+ * A file's content comes from rpcrdma_cm_debugfs_show() on each open; writes
+ * to a writable one (rpcrdma_cm_rw_fops) go to rpcrdma_cm_debugfs_write().
+ */
+extern const struct file_operations rpcrdma_cm_seq_fops;
+extern const struct file_operations rpcrdma_cm_rw_fops;
 
 /* Implemented in Rust (rust/sys/debugfs.rs). */
 int rpcrdma_cm_debugfs_show(struct seq_file *m, void *private);
@@ -86,35 +105,22 @@ struct rpcrdma_cm_dev_caps {
 	/* Memory management extensions: FRWR, LOCAL_INV, Send With Invalidate. */
 	bool mem_mgt_ext;
 	u32 max_fast_reg_page_list_len;
+	/* RDMA Reads in flight at most, as responder and as initiator. */
+	u32 max_qp_rd_atom;
+	u32 max_qp_init_rd_atom;
 };
 
 struct net;
 int rpcrdma_cm_create_id(void *context, struct net *net, struct rdma_cm_id **out);
 void rpcrdma_cm_set_context(struct rdma_cm_id *id, void *context);
-int rpcrdma_cm_bind_listen(struct rdma_cm_id *id, int family, const u8 *addr,
-			   u16 port, int backlog);
-int rpcrdma_cm_resolve_addr(struct rdma_cm_id *id, int family, const u8 *addr,
-			    u16 port, unsigned long timeout_ms);
 void rpcrdma_cm_id_names(struct rdma_cm_id *id, char *local, char *peer,
 			 char *dev, size_t len);
-int rpcrdma_cm_id_peer(struct rdma_cm_id *id, u8 *addr16, u16 *port);
+const struct sockaddr *rpcrdma_cm_id_peer_addr(struct rdma_cm_id *id);
 int rpcrdma_cm_id_caps(struct rdma_cm_id *id, struct rpcrdma_cm_dev_caps *caps);
-int rpcrdma_cm_connect_locked(struct rdma_cm_id *id, const void *pdata, u8 len);
-int rpcrdma_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len, u8 ord);
-int rpcrdma_cm_reject(struct rdma_cm_id *id);
 
 /* Implemented in Rust (rust/sys/rdma_cm.rs). Non-zero: the CM destroys @id. */
 int rpcrdma_cm_event_rs(struct rdma_cm_id *id, void *context,
 			const struct rpcrdma_cm_event_info *ev);
-
-/*
- * The module's own workqueue: deferred id teardown and the periodic tick run
- * there, and unloading destroys it only after both are finished.
- */
-int rpcrdma_cm_wq_create(void);
-void rpcrdma_cm_wq_destroy(void);
-struct workqueue_struct *rpcrdma_cm_wq(void);
-struct workqueue_struct *rpcrdma_cm_recv_wq(void);
 
 /* Ids (contexts) alive: unload waits for none. */
 void rpcrdma_cm_live_get(void);
@@ -122,18 +128,16 @@ void rpcrdma_cm_live_put(void);
 void rpcrdma_cm_live_wait(void);
 unsigned int rpcrdma_cm_live_count(void);
 
-/* A work item on the module's workqueue every @period_ms, calling
- * rpcrdma_cm_tick_rs(@ctx), until rpcrdma_cm_tick_stop(). */
-void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms);
+/* A work item on @wq every @period_ms, calling rpcrdma_cm_tick_rs(@ctx),
+ * until rpcrdma_cm_tick_stop(). */
+void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms, struct workqueue_struct *wq);
 void rpcrdma_cm_tick_stop(void);
 void rpcrdma_cm_tick_rs(void *ctx);
 
-/* Sleeps @ms milliseconds (test delays), and a random XID start. */
-void rpcrdma_cm_msleep(unsigned int ms);
+/* fatal_signal_pending(current) and init_waitqueue_head() are inline or macros. */
 bool rpcrdma_cm_fatal_signal_pending(void);
 struct wait_queue_head;
 void rpcrdma_cm_init_waitqueue(struct wait_queue_head *head);
-u32 rpcrdma_cm_random_u32(void);
 
 /* qp.c: one connection's PD, CQ, QP and message buffers --------------------- */
 
@@ -157,6 +161,8 @@ struct rpcrdma_cm_qp_attr {
 	u32 recv_initial;	/* Receive buffers allocated and posted at once */
 	u32 send_size;
 	u32 recv_size;
+	/* Where Receive completions are handled, one at a time per QP. */
+	struct workqueue_struct *recv_wq;
 };
 
 int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
@@ -202,6 +208,10 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 			  bool write);
+/* RDMA Read or Write of memory C owns (an RPC's pages), no copy. */
+struct page;
+int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
+			  u32 rkey, u64 addr, bool write);
 
 /* svc.c: the server transport class nfsd uses ------------------------------ */
 
@@ -222,22 +232,23 @@ void rpcrdma_cm_svc_set_data(struct rpcrdma_cm_svc_xprt *x, bool data);
 void rpcrdma_cm_svc_enqueue(struct rpcrdma_cm_svc_xprt *x);
 void rpcrdma_cm_svc_close(struct rpcrdma_cm_svc_xprt *x);
 void rpcrdma_cm_svc_received(struct svc_rqst *rqstp);
-int rpcrdma_cm_svc_arg_split(struct svc_rqst *rqstp, u8 *buf, u32 len, u32 position,
-			     u32 page_len, void *ctxt);
-int rpcrdma_cm_svc_arg_pages(struct svc_rqst *rqstp, u32 len, void *ctxt);
-int rpcrdma_cm_svc_copy_pages(struct svc_rqst *rqstp, u32 offset, const u8 *buf, u32 len);
-int rpcrdma_cm_svc_read_pages(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
-			      u32 len, u32 rkey, u64 addr);
-bool rpcrdma_cm_svc_res_in_pages(struct svc_rqst *rqstp, u32 offset, u32 len);
-int rpcrdma_cm_svc_write_res(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
-			     u32 len, u32 rkey, u64 addr);
-u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp);
-int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len);
+
+/* rq_arg, rq_res and the pages an argument may fill (arg_pages of @pages). */
+struct rpcrdma_cm_svc_parts {
+	struct xdr_buf *arg;
+	struct xdr_buf *res;
+	struct page **pages;
+	u32 arg_pages;
+};
+
+void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_parts *p);
+void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt);
+void *rpcrdma_cm_page_address(struct page *page);
 int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits);
 
 /* Implemented in Rust (rust/sys/svc.rs). */
-int rpcrdma_cm_svc_create_rs(struct rpcrdma_cm_svc_xprt *x, struct net *net, int family,
-			     const u8 *addr, u16 port, void **rs);
+int rpcrdma_cm_svc_create_rs(struct rpcrdma_cm_svc_xprt *x, struct net *net,
+			     const struct sockaddr *sa, void **rs);
 struct rpcrdma_cm_svc_xprt *rpcrdma_cm_svc_accept_rs(void *rs, bool *more);
 int rpcrdma_cm_svc_recvfrom_rs(void *rs, struct svc_rqst *rqstp);
 int rpcrdma_cm_svc_sendto_rs(void *rs, struct svc_rqst *rqstp, void *ctxt);

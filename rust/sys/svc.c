@@ -3,8 +3,9 @@
  * rpcrdma_cm: the server-side RPC transport class that nfsd uses
  * (rust/sys/svc.rs). C holds what Rust cannot: the svc_xprt_class and
  * svc_xprt_ops tables, the struct svc_xprt each transport embeds, the flag
- * bits and static inlines of sunrpc, and the fields of struct svc_rqst.
- * Every op is a trampoline into Rust.
+ * bits and static inlines of sunrpc, and the fields of struct svc_rqst (Rust
+ * gets pointers to its rq_arg and rq_res, whose struct xdr_buf bindgen
+ * generates). Every op is a trampoline into Rust.
  *
  * Lifetime: a struct rpcrdma_cm_svc_xprt is made by xpo_create (listeners)
  * or by the CM's CONNECT_REQUEST handler (connections, handed to nfsd by
@@ -25,7 +26,6 @@
 #include <linux/sunrpc/xprtrdma.h>
 #include <rdma/rdma_cm.h>
 
-#include "qp.h"
 #include "rpcrdma_cm_sys.h"
 
 struct rpcrdma_cm_svc_xprt {
@@ -46,18 +46,8 @@ static struct svc_xprt *rpcrdma_cm_xpo_create(struct svc_serv *serv, struct net 
 					      struct sockaddr *sa, int salen, int flags)
 {
 	struct rpcrdma_cm_svc_xprt *x;
-	u8 addr[16] = {};
-	u16 port;
 	int ret;
 
-	if (sa->sa_family == AF_INET) {
-		memcpy(addr, &((struct sockaddr_in *)sa)->sin_addr, 4);
-	} else if (sa->sa_family == AF_INET6) {
-		memcpy(addr, &((struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	} else {
-		return ERR_PTR(-EAFNOSUPPORT);
-	}
-	port = rpc_get_port(sa);
 	x = kzalloc(sizeof(*x), GFP_KERNEL);
 	if (!x)
 		return ERR_PTR(-ENOMEM);
@@ -65,7 +55,7 @@ static struct svc_xprt *rpcrdma_cm_xpo_create(struct svc_serv *serv, struct net 
 	set_bit(XPT_LISTENER, &x->xprt.xpt_flags);
 	strscpy(x->xprt.xpt_remotebuf, "listener", sizeof(x->xprt.xpt_remotebuf));
 	svc_xprt_set_local(&x->xprt, sa, salen);
-	ret = rpcrdma_cm_svc_create_rs(x, net, sa->sa_family, addr, port, &x->rs);
+	ret = rpcrdma_cm_svc_create_rs(x, net, sa, &x->rs);
 	if (ret) {
 		/*
 		 * svc_xprt_put() frees it through xpo_free, which drops a module
@@ -508,142 +498,37 @@ void rpcrdma_cm_svc_received(struct svc_rqst *rqstp)
 	svc_xprt_received(rqstp->rq_xprt);
 }
 
-/* Octets of the request's pages an argument may fill: all but two, for the reply. */
-static u32 rpcrdma_cm_svc_arg_room(struct svc_rqst *rqstp)
+/*
+ * Where a request's argument and reply live (rq_arg, rq_res) and the pages an
+ * argument may fill: all of rq_pages but the last two, kept for the reply.
+ * Rust lays out rq_arg in them and reads rq_res (rust/sys/svc.rs).
+ */
+void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_parts *p)
 {
 	long n = rqstp->rq_page_end - rqstp->rq_pages - 2;
 
-	return n > 0 ? n * PAGE_SIZE : 0;
+	p->arg = &rqstp->rq_arg;
+	p->res = &rqstp->rq_res;
+	p->pages = rqstp->rq_pages;
+	p->arg_pages = n > 0 ? n : 0;
 }
 
-/* rq_arg is laid out and its first @npages pages are the argument's. */
-static int rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt)
+/*
+ * rq_arg is laid out and its first @npages pages are the argument's: the
+ * reply's pages come after them, and sunrpc hands @ctxt to xpo_release_ctxt.
+ */
+void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt)
 {
-	struct xdr_buf *arg = &rqstp->rq_arg;
-
-	arg->len = arg->head[0].iov_len + arg->page_len + arg->tail[0].iov_len;
-	arg->buflen = arg->len;
-	/* The reply's pages come after the argument's. */
 	rqstp->rq_respages = rqstp->rq_pages + npages;
 	rqstp->rq_next_page = rqstp->rq_respages;
 	rqstp->rq_xprt_ctxt = ctxt;
 	rqstp->rq_prot = IPPROTO_MAX;
 	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
 	set_bit(RQ_SECURE, &rqstp->rq_flags);
-	return arg->len;
 }
 
-/*
- * The Call is @len octets at @buf, which stays valid until
- * xpo_release_ctxt(@ctxt), with the @page_len octets (XDR-rounded) of its Read
- * chunk at @position already in the request's pages
- * (rpcrdma_cm_svc_read_pages): rq_arg's head is @buf up to @position, its
- * pages the chunk, its tail the rest of @buf, as svcrdma lays out a WRITE.
- * Nothing is copied. Without a chunk, @position is @len and @page_len 0.
- */
-int rpcrdma_cm_svc_arg_split(struct svc_rqst *rqstp, u8 *buf, u32 len, u32 position,
-			     u32 page_len, void *ctxt)
+/* page_address() is a macro or an inline, as the configuration has it. */
+void *rpcrdma_cm_page_address(struct page *page)
 {
-	struct xdr_buf *arg = &rqstp->rq_arg;
-
-	if (position > len || page_len > rpcrdma_cm_svc_arg_room(rqstp))
-		return -EMSGSIZE;
-	arg->head[0].iov_base = buf;
-	arg->head[0].iov_len = position;
-	arg->pages = rqstp->rq_pages;
-	arg->page_base = 0;
-	arg->page_len = page_len;
-	arg->tail[0].iov_base = buf + position;
-	arg->tail[0].iov_len = len - position;
-	return rpcrdma_cm_svc_arg_done(rqstp, DIV_ROUND_UP(page_len, PAGE_SIZE), ctxt);
-}
-
-/*
- * The whole Call, @len octets, is in the request's pages (a Position-Zero
- * Read chunk read there, or copied by rpcrdma_cm_svc_copy_pages): the first
- * page is rq_arg's head and the others its pages, as a stream transport lays
- * out a record.
- */
-int rpcrdma_cm_svc_arg_pages(struct svc_rqst *rqstp, u32 len, void *ctxt)
-{
-	struct xdr_buf *arg = &rqstp->rq_arg;
-
-	if (!len || len > rpcrdma_cm_svc_arg_room(rqstp))
-		return -EMSGSIZE;
-	arg->head[0].iov_base = page_address(rqstp->rq_pages[0]);
-	arg->head[0].iov_len = min_t(u32, len, PAGE_SIZE);
-	arg->pages = rqstp->rq_pages + 1;
-	arg->page_base = 0;
-	arg->page_len = len - arg->head[0].iov_len;
-	arg->tail[0].iov_base = NULL;
-	arg->tail[0].iov_len = 0;
-	return rpcrdma_cm_svc_arg_done(rqstp, DIV_ROUND_UP(len, PAGE_SIZE), ctxt);
-}
-
-/* Copies @len octets at @buf into the request's pages at @offset. */
-int rpcrdma_cm_svc_copy_pages(struct svc_rqst *rqstp, u32 offset, const u8 *buf, u32 len)
-{
-	u32 room = rpcrdma_cm_svc_arg_room(rqstp), k;
-
-	if (offset > room || len > room - offset)
-		return -EMSGSIZE;
-	for (; len; offset += k, buf += k, len -= k) {
-		k = min_t(u32, len, PAGE_SIZE - offset % PAGE_SIZE);
-		memcpy(page_address(rqstp->rq_pages[offset / PAGE_SIZE]) + offset % PAGE_SIZE,
-		       buf, k);
-	}
-	return 0;
-}
-
-/*
- * RDMA Read of @len octets of the peer's memory (@rkey, @addr) straight into
- * the request's pages at @offset; returns the WRs it took.
- */
-int rpcrdma_cm_svc_read_pages(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
-			      u32 len, u32 rkey, u64 addr)
-{
-	u32 room = rpcrdma_cm_svc_arg_room(rqstp);
-
-	if (offset > room || len > room - offset)
-		return -EMSGSIZE;
-	return rpcrdma_cm_rdma_pages(qp, rqstp->rq_pages, offset, len, rkey, addr, false);
-}
-
-/* Whether the reply's octets [@offset, @offset + @len) all lie in its page list. */
-bool rpcrdma_cm_svc_res_in_pages(struct svc_rqst *rqstp, u32 offset, u32 len)
-{
-	struct xdr_buf *res = &rqstp->rq_res;
-	u32 head = res->head[0].iov_len;
-
-	return offset >= head && offset - head <= res->page_len &&
-	       len <= res->page_len - (offset - head);
-}
-
-/*
- * RDMA Write of the reply's octets [@offset, @offset + @len) to the peer's
- * memory (@rkey, @addr) straight from the reply's page list, where nfsd
- * puts READ data; returns the WRs it took, -ERANGE if the range is not all
- * in the page list.
- */
-int rpcrdma_cm_svc_write_res(struct svc_rqst *rqstp, struct rpcrdma_cm_qp *qp, u32 offset,
-			     u32 len, u32 rkey, u64 addr)
-{
-	struct xdr_buf *res = &rqstp->rq_res;
-
-	if (!rpcrdma_cm_svc_res_in_pages(rqstp, offset, len))
-		return -ERANGE;
-	return rpcrdma_cm_rdma_pages(qp, res->pages, res->page_base + offset - res->head[0].iov_len,
-				     len, rkey, addr, true);
-}
-
-/* Length of the reply nfsd encoded in rq_res. */
-u32 rpcrdma_cm_svc_res_len(struct svc_rqst *rqstp)
-{
-	return rqstp->rq_res.len;
-}
-
-/* Copies @len octets of the reply from @offset into @buf. */
-int rpcrdma_cm_svc_res_read(struct svc_rqst *rqstp, u32 offset, u8 *buf, u32 len)
-{
-	return read_bytes_from_xdr_buf(&rqstp->rq_res, offset, buf, len);
+	return page_address(page);
 }

@@ -21,7 +21,7 @@
 use core::any::Any;
 use core::ffi::c_void;
 use core::marker::PhantomData;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::net::SocketAddr;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::error::to_result;
@@ -30,17 +30,19 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, rpcrdma_cm_svc_arg_pages, rpcrdma_cm_svc_arg_split, rpcrdma_cm_svc_bc_reply,
-    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_copy_pages,
-    rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_read_pages, rpcrdma_cm_svc_received,
-    rpcrdma_cm_svc_register, rpcrdma_cm_svc_res_in_pages, rpcrdma_cm_svc_res_len,
-    rpcrdma_cm_svc_res_read, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
-    rpcrdma_cm_svc_write_res, rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard,
-    rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put,
-    rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+    c_fn, kvec, page, read_bytes_from_xdr_buf, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages,
+    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_reply, rpcrdma_cm_svc_close,
+    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_parts,
+    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts,
+    rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt,
+    rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new,
+    rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf,
 };
 use super::qp::Qp;
-use super::rdma_cm::{ConnectRequest, Net};
+use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net};
+
+/// Octets per page of a request.
+const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
 
 /// Makes the Rust side of the listeners nfsd asks for (xpo_create).
 pub(crate) trait SvcFactory: Send + Sync {
@@ -298,52 +300,134 @@ impl SvcRqst<'_> {
         }
     }
 
+    /// Where the request's argument and reply live (see svc.c).
+    fn parts(&self) -> rpcrdma_cm_svc_parts {
+        let mut p = rpcrdma_cm_svc_parts::default();
+        // SAFETY: the request is live during the op; C fills `p`.
+        unsafe { rpcrdma_cm_svc_rqst_parts(self.raw, &mut p) };
+        p
+    }
+
+    /// Octets of the request's pages an argument may fill.
+    fn arg_room(p: &rpcrdma_cm_svc_parts) -> u32 {
+        p.arg_pages.saturating_mul(PAGE)
+    }
+
     /// Hands nfsd a Call laid out as `arg` says (its memory: `call.arg()`,
-    /// owned by the call context, or the request's own pages). Returns the
-    /// length recvfrom returns.
+    /// owned by the call context, or the request's own pages), in rq_arg as
+    /// svcrdma lays it out: head up to a Read chunk's position, the chunk in
+    /// the pages, the rest as tail; or a whole Call in the pages (the first one
+    /// its head), as a stream transport lays out a record. Nothing is copied.
+    /// Returns the length recvfrom returns.
     pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, arg: Arg) -> i32 {
         let ctxt = match KBox::new(call, GFP_KERNEL) {
             Ok(b) => KBox::into_raw(b),
-            Err(_) => return -(kernel::bindings::ENOMEM as i32),
+            Err(_) => return ENOMEM.to_errno(),
         };
-        let ret = match arg {
+        let p = self.parts();
+        let room = Self::arg_room(&p);
+        let empty = kvec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        };
+        // nfsd may decode in place (RPCSEC_GSS unwraps), which is why rq_arg
+        // points at the memory mutably: it is a received message, read by no
+        // one else.
+        let layout = match arg {
             Arg::InPlace { position, page_len } => {
                 // SAFETY: just boxed; the inner box's contents do not move
-                // while the context lives.
+                // while the context lives, which sunrpc keeps until
+                // xpo_release_ctxt.
                 let a = unsafe { &**ctxt }.arg();
-                let len = u32::try_from(a.len()).unwrap_or(u32::MAX);
-                // nfsd may decode in place (RPCSEC_GSS unwraps), which is why
-                // C takes the memory mutable: it is a received message, read
-                // by no one else. C checks `position` and `page_len`.
-                // SAFETY: the request is live; `a` lies in memory that `ctxt`
-                // owns, which sunrpc keeps until xpo_release_ctxt.
-                unsafe {
-                    rpcrdma_cm_svc_arg_split(
-                        self.raw,
-                        a.as_ptr().cast_mut(),
-                        len,
-                        position,
+                let (len, pos) = (a.len(), position as usize);
+                if pos <= len && page_len <= room {
+                    let (head, tail) = a.split_at(pos);
+                    Some((
+                        kvec {
+                            iov_base: head.as_ptr().cast_mut().cast(),
+                            iov_len: pos,
+                        },
+                        p.pages,
                         page_len,
-                        ctxt.cast(),
-                    )
+                        kvec {
+                            iov_base: tail.as_ptr().cast_mut().cast(),
+                            iov_len: len - pos,
+                        },
+                        page_len.div_ceil(PAGE),
+                    ))
+                } else {
+                    None
                 }
             }
-            // SAFETY: the request is live; C checks `len` against its pages.
-            Arg::Pages { len } => unsafe { rpcrdma_cm_svc_arg_pages(self.raw, len, ctxt.cast()) },
+            Arg::Pages { len } if len != 0 && len <= room => {
+                let head = len.min(PAGE);
+                Some((
+                    kvec {
+                        // SAFETY: `p.pages` holds `p.arg_pages` (> 0, as `len`
+                        // fits) live pages of the request.
+                        iov_base: unsafe { rpcrdma_cm_page_address(*p.pages) },
+                        iov_len: head as usize,
+                    },
+                    // SAFETY: as above: page 1 on are the rest of the pages.
+                    unsafe { p.pages.add(1) },
+                    len - head,
+                    empty,
+                    len.div_ceil(PAGE),
+                ))
+            }
+            Arg::Pages { .. } => None,
         };
-        if ret < 0 {
-            // SAFETY: C did not keep `ctxt` (it failed before setting it).
+        let Some((head, pages, page_len, tail, npages)) = layout else {
+            // SAFETY: nothing kept `ctxt`: it came from KBox::into_raw above.
             drop(unsafe { KBox::from_raw(ctxt) });
+            return super::errno::emsgsize().to_errno();
+        };
+        let len = head.iov_len + page_len as usize + tail.iov_len;
+        // SAFETY: rq_arg is this request's, laid out by its transport during
+        // recvfrom: nothing else touches it now.
+        let x = unsafe { &mut *p.arg };
+        x.head[0] = head;
+        x.pages = pages;
+        x.page_base = 0;
+        x.page_len = page_len;
+        x.tail[0] = tail;
+        x.len = u32::try_from(len).unwrap_or(u32::MAX);
+        x.buflen = x.len;
+        // SAFETY: the request is live; `ctxt` now belongs to sunrpc, which
+        // hands it to xpo_release_ctxt.
+        unsafe { rpcrdma_cm_svc_arg_done(self.raw, npages, ctxt.cast()) };
+        i32::try_from(len).unwrap_or(i32::MAX)
+    }
+
+    /// Checks that `offset..offset + len` lies in the request's argument pages.
+    fn arg_range(p: &rpcrdma_cm_svc_parts, offset: u32, len: u32) -> Result {
+        let room = Self::arg_room(p);
+        if offset > room || len > room - offset {
+            return Err(super::errno::emsgsize());
         }
-        ret
+        Ok(())
     }
 
     /// Copies `data` into the request's pages at `offset` (for [`Arg::Pages`]).
     pub(crate) fn copy_into_pages(&mut self, offset: u32, data: &[u8]) -> Result {
         let len = u32::try_from(data.len()).map_err(|_| super::errno::emsgsize())?;
-        // SAFETY: the request is live during recvfrom; C checks that the
-        // range fits the pages and reads `len` octets of `data`.
-        to_result(unsafe { rpcrdma_cm_svc_copy_pages(self.raw, offset, data.as_ptr(), len) })
+        let p = self.parts();
+        Self::arg_range(&p, offset, len)?;
+        let (mut off, mut rest) = (offset as usize, data);
+        while !rest.is_empty() {
+            let (pg, po) = (off / PAGE as usize, off % PAGE as usize);
+            let k = rest.len().min(PAGE as usize - po);
+            // SAFETY: `pg` is below `p.arg_pages` (checked above), so the page is
+            // one of the request's, which nfsd lets the transport fill during
+            // recvfrom; `po + k` stays inside it.
+            unsafe {
+                let dst = rpcrdma_cm_page_address(*p.pages.add(pg)).cast::<u8>();
+                core::ptr::copy_nonoverlapping(rest.as_ptr(), dst.add(po), k);
+            }
+            off += k;
+            rest = &rest[k..];
+        }
+        Ok(())
     }
 
     /// RDMA Read of `len` octets of the peer's memory (`rkey`, `addr`)
@@ -357,17 +441,27 @@ impl SvcRqst<'_> {
         rkey: u32,
         addr: u64,
     ) -> Result<u32> {
-        // SAFETY: the request is live during recvfrom and its pages are
-        // nfsd's to fill there; `qp` is a live handle; C checks the range.
-        let r = unsafe { rpcrdma_cm_svc_read_pages(self.raw, qp.raw(), offset, len, rkey, addr) };
-        to_result(r).map(|()| r as u32)
+        let p = self.parts();
+        Self::arg_range(&p, offset, len)?;
+        // SAFETY: the request's pages are nfsd's to fill during recvfrom and
+        // the range lies in them (checked above); the Read completes before
+        // the call returns.
+        unsafe { rdma_pages(qp, p.pages, offset, len, rkey, addr, false) }
+    }
+
+    /// rq_res, nfsd's encoded reply.
+    fn res(&self) -> &xdr_buf {
+        // SAFETY: the request is live during sendto, and nfsd is done encoding
+        // the reply: nothing writes it while the transport sends it.
+        unsafe { &*self.parts().res }
     }
 
     /// Whether the reply's octets `offset..offset + len` all lie in its page
     /// list (where nfsd puts READ data), so they can be written from there.
     pub(crate) fn res_in_pages(&self, offset: u32, len: u32) -> bool {
-        // SAFETY: the request is live during sendto.
-        unsafe { rpcrdma_cm_svc_res_in_pages(self.raw, offset, len) }
+        let res = self.res();
+        let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
+        offset >= head && offset - head <= res.page_len && len <= res.page_len - (offset - head)
     }
 
     /// RDMA Write of the reply's octets `offset..offset + len` to the peer's
@@ -381,24 +475,53 @@ impl SvcRqst<'_> {
         rkey: u32,
         addr: u64,
     ) -> Result<u32> {
-        // SAFETY: the request is live during sendto; its reply pages stay
-        // until sendto returns, and the Write completes before C returns.
-        let r = unsafe { rpcrdma_cm_svc_write_res(self.raw, qp.raw(), offset, len, rkey, addr) };
-        to_result(r).map(|()| r as u32)
+        if !self.res_in_pages(offset, len) {
+            return Err(ERANGE);
+        }
+        let res = self.res();
+        let at = res.page_base + offset - res.head[0].iov_len as u32;
+        // SAFETY: the range lies in the reply's page list (checked above),
+        // which stays until sendto returns; the Write completes before the
+        // call returns.
+        unsafe { rdma_pages(qp, res.pages, at, len, rkey, addr, true) }
     }
 
     /// Length of the reply nfsd encoded.
     pub(crate) fn res_len(&self) -> u32 {
-        // SAFETY: the request is live during sendto.
-        unsafe { rpcrdma_cm_svc_res_len(self.raw) }
+        self.res().len
     }
 
     /// Copies `out.len()` octets of the reply from `offset` into `out`.
     pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
         let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
-        // SAFETY: the request is live; C writes at most `len` octets.
-        to_result(unsafe { rpcrdma_cm_svc_res_read(self.raw, offset, out.as_mut_ptr(), len) })
+        // SAFETY: rq_res is live (see `res`); the function writes at most
+        // `len` octets to `out`, or fails if the reply is shorter.
+        to_result(unsafe {
+            read_bytes_from_xdr_buf(self.res(), offset, out.as_mut_ptr().cast(), len)
+        })
     }
+}
+
+/// RDMA Read into, or Write from, `len` octets at byte `offset` of the page
+/// array `pages`, with the peer's memory at `addr` (`rkey`); returns the WRs
+/// it took, after the transfer completed.
+///
+/// # Safety
+///
+/// Those octets' pages are live and the caller's to read or fill till then.
+unsafe fn rdma_pages(
+    qp: &Qp,
+    pages: *mut *mut page,
+    offset: u32,
+    len: u32,
+    rkey: u32,
+    addr: u64,
+    write: bool,
+) -> Result<u32> {
+    // SAFETY: see above; `qp` is a live handle.
+    let r = unsafe { rpcrdma_cm_rdma_pages(qp.raw(), pages, offset, len, rkey, addr, write) };
+    to_result(r)?;
+    Ok(r.unsigned_abs())
 }
 
 /// The ops of transport `rs` (its context box).
@@ -414,31 +537,19 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn SvcXprtOps> {
     unsafe { &*rs.cast::<Arc<dyn SvcXprtOps>>() }
 }
 
-fn sockaddr(family: c_int, addr: &[u8; 16], port: u16) -> Option<SocketAddr> {
-    let ip = match family {
-        2 => IpAddr::V4(Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3])),
-        10 => IpAddr::V6(Ipv6Addr::from(*addr)),
-        _ => return None,
-    };
-    Some(SocketAddr::new(ip, port))
-}
-
 #[no_mangle]
 extern "C" fn rpcrdma_cm_svc_create_rs(
     x: *mut rpcrdma_cm_svc_xprt,
     net: *mut super::bindings::net,
-    family: c_int,
-    addr: *const u8,
-    port: u16,
+    sa: *const super::bindings::sockaddr,
     rs: *mut *mut c_void,
 ) -> c_int {
     let factory = FACTORY.load(Ordering::Acquire);
     let (Some(x), false) = (NonNull::new(x), factory.is_null()) else {
         return -(kernel::bindings::ENODEV as c_int);
     };
-    // SAFETY: C passes 16 octets at `addr` (4 used for IPv4).
-    let a = unsafe { &*addr.cast::<[u8; 16]>() };
-    let Some(ep) = sockaddr(family, a, port) else {
+    // SAFETY: nfsd's address for the listener (xpo_create), as long as its family says.
+    let Some(ep) = (unsafe { sockaddr_from_c(sa) }) else {
         return -(kernel::bindings::EAFNOSUPPORT as c_int);
     };
     // SAFETY: the class is registered (it is what called us), so the factory

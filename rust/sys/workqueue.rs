@@ -1,28 +1,60 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The module's own workqueue (the C half is in `cm.c`) and a periodic tick on
-//! it.
+//! The module's own workqueues and a periodic tick (the C half of the tick is
+//! in `cm.c`).
 //!
 //! Work that must finish before the module's code goes away runs here:
 //! connection teardown deferred out of CM handlers (see
 //! [`CmId`](super::rdma_cm::CmId)), Receive handling and the tick. Dropping
 //! the [`ModuleQueue`] waits until no RDMA-CM id of the module is alive, then
-//! for every work item, and frees the queue: after that no code of the module
-//! runs on behalf of a connection.
+//! for every work item, and frees the queues: after that no code of the
+//! module runs on behalf of a connection.
+//!
+//! Two queues: teardown (and the tick) on one, Receive handling on the
+//! other. A teardown waits for its QP's Receive work (`flush_work()`); on one
+//! queue a full set of teardowns could wait for Receive work that no worker
+//! is left to run. Both are `WQ_MEM_RECLAIM`: they free memory or answer the
+//! peer, and must make progress when memory is short (NFS writeback depends
+//! on them).
 
 use super::bindings::{
-    c_fn, rpcrdma_cm_live_wait, rpcrdma_cm_tick_start, rpcrdma_cm_tick_stop, rpcrdma_cm_wq,
-    rpcrdma_cm_wq_create, rpcrdma_cm_wq_destroy,
+    c_fn, rpcrdma_cm_live_wait, rpcrdma_cm_tick_start, rpcrdma_cm_tick_stop, workqueue_struct,
 };
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, Ordering};
-use kernel::error::to_result;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use kernel::bindings::{
+    alloc_workqueue, destroy_workqueue, wq_flags_WQ_MEM_RECLAIM, wq_flags_WQ_UNBOUND,
+};
+use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::workqueue::Queue;
 
-/// Set while the queue exists.
-static UP: AtomicBool = AtomicBool::new(false);
+/// The teardown queue and the Receive queue, while the [`ModuleQueue`] lives.
+static WQ: AtomicPtr<workqueue_struct> = AtomicPtr::new(ptr::null_mut());
+static RECV_WQ: AtomicPtr<workqueue_struct> = AtomicPtr::new(ptr::null_mut());
+
+fn alloc_wq(name: &CStr) -> Result<NonNull<workqueue_struct>> {
+    // SAFETY: `name` is a NUL-terminated format without conversions, so no
+    // variadic argument follows; the queue is freed by `destroy_wq`.
+    let wq = unsafe {
+        alloc_workqueue(
+            name.as_char_ptr(),
+            wq_flags_WQ_MEM_RECLAIM | wq_flags_WQ_UNBOUND,
+            0,
+        )
+    };
+    NonNull::new(wq).ok_or(ENOMEM)
+}
+
+fn destroy_wq(wq: *mut workqueue_struct) {
+    if !wq.is_null() {
+        // SAFETY: a queue from `alloc_wq` that nothing queues on any more (see
+        // ModuleQueue's Drop); destroy_workqueue() waits for the work on it.
+        unsafe { destroy_workqueue(wq) };
+    }
+}
 
 /// Owns the module's workqueue: create it first at load, drop it last at
 /// unload, after every listener and connection was released.
@@ -31,14 +63,15 @@ pub(crate) struct ModuleQueue {
 }
 
 impl ModuleQueue {
-    /// Creates the queue; `EBUSY` if it exists already.
+    /// Creates the queues; `EBUSY` if they exist already.
     pub(crate) fn new() -> Result<Self> {
-        if UP.load(Ordering::Acquire) {
+        if !WQ.load(Ordering::Acquire).is_null() {
             return Err(EBUSY);
         }
-        // SAFETY: a plain C function; the queue is destroyed in Drop only.
-        to_result(unsafe { rpcrdma_cm_wq_create() })?;
-        UP.store(true, Ordering::Release);
+        let wq = alloc_wq(c_str!("rpcrdma_cm"))?;
+        let recv = alloc_wq(c_str!("rpcrdma_cm_recv")).inspect_err(|_| destroy_wq(wq.as_ptr()))?;
+        RECV_WQ.store(recv.as_ptr(), Ordering::Release);
+        WQ.store(wq.as_ptr(), Ordering::Release);
         Ok(ModuleQueue { _private: () })
     }
 }
@@ -48,22 +81,33 @@ impl Drop for ModuleQueue {
         // Waiting for the ids first: a CM handler that closed its connection
         // queues the teardown here, and the teardown frees the id;
         // destroy_workqueue() then waits for that work item (and any other).
-        // SAFETY: plain C functions, called from process context.
+        // SAFETY: a plain C function, called from process context.
         unsafe { rpcrdma_cm_live_wait() };
-        UP.store(false, Ordering::Release);
-        // SAFETY: no id is alive, so nothing queues work any more.
-        unsafe { rpcrdma_cm_wq_destroy() };
+        // No id is alive, so nothing queues work any more: teardown first
+        // (every QP torn down has flushed its Receive work), then Receives.
+        destroy_wq(WQ.swap(ptr::null_mut(), Ordering::AcqRel));
+        destroy_wq(RECV_WQ.swap(ptr::null_mut(), Ordering::AcqRel));
     }
 }
 
-/// The module's queue, while it exists.
+/// The module's teardown queue, while it exists.
 pub(super) fn queue() -> Option<&'static Queue> {
-    if !UP.load(Ordering::Acquire) {
+    let wq = WQ.load(Ordering::Acquire);
+    if wq.is_null() {
         return None;
     }
-    // SAFETY: the queue exists (UP) and is destroyed only by ModuleQueue's
-    // Drop, after every id (whose teardown is all that uses this) is gone.
-    Some(unsafe { Queue::from_raw(rpcrdma_cm_wq()) })
+    // SAFETY: the queue exists and is destroyed only by ModuleQueue's Drop,
+    // after every id (whose teardown is all that uses this) is gone.
+    Some(unsafe { Queue::from_raw(wq) })
+}
+
+/// The module's Receive queue, for a new QP (`ENODEV` once it is gone).
+pub(super) fn recv_queue() -> Result<*mut workqueue_struct> {
+    let wq = RECV_WQ.load(Ordering::Acquire);
+    if wq.is_null() {
+        return Err(ENODEV);
+    }
+    Ok(wq)
 }
 
 /// Told periodically, on the module's workqueue.
@@ -100,8 +144,8 @@ impl Tick {
             TICKING.store(false, Ordering::Release);
         })?);
         // SAFETY: `ctx` stays valid until Drop, which stops the tick (and waits
-        // for a running one) before freeing it.
-        unsafe { rpcrdma_cm_tick_start(ctx.cast(), period_ms) };
+        // for a running one) before freeing it; the queue outlives the tick.
+        unsafe { rpcrdma_cm_tick_start(ctx.cast(), period_ms, WQ.load(Ordering::Acquire)) };
         Ok(Tick { ctx })
     }
 }
