@@ -376,27 +376,9 @@ impl Conn {
         off: u32,
         len: u32,
     ) -> Result<KVec<Segment>> {
-        let room = segs
-            .iter()
-            .map(|s| u64::from(s.length))
-            .fold(0u64, u64::saturating_add);
-        if u64::from(len) > room {
-            return Err(emsgsize());
-        }
-        let mut out = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
-        let mut at = 0u32;
-        for s in segs {
-            let k = (len - at).min(s.length);
-            if k > 0 {
-                let wrs = rq.write_from_res(qp, off + at, k, s.handle, s.offset)?;
-                self.count(X::RdmaWrites, 1);
-                self.count(X::RdmaRwWrs, u64::from(wrs));
-                self.count(X::BytesRdmaWrite, u64::from(k));
-            }
-            out.push(Segment { length: k, ..*s }, GFP_KERNEL)?;
-            at += k;
-        }
-        Ok(out)
+        self.write_segments(segs, len, |at, k, s| {
+            rq.write_from_res(qp, off + at, k, s.handle, s.offset)
+        })
     }
 
     /// A handle on the QP, if the connection has one.

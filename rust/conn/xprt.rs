@@ -505,35 +505,48 @@ impl Conn {
         Ok(msg)
     }
 
-    /// Pushes `data` into the segments of one chunk (RDMA Write); returns the
-    /// segments with the lengths written, as the reply echoes them.
+    /// Pushes `data` into the segments of one chunk (RDMA Write, through a
+    /// chunk of our own memory per segment); returns the segments with the
+    /// lengths written, as the reply echoes them.
     pub(super) fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
-        let total = segs
+        let len = u32::try_from(data.len()).map_err(|_| emsgsize())?;
+        self.write_segments(segs, len, |at, k, s| {
+            let (at, n) = (at as usize, k as usize);
+            let mut c = Chunk::new(qp, k)?;
+            c.write_at(0, &data[at..at + n])?;
+            c.rdma_write(s.handle, s.offset)
+        })
+    }
+
+    /// Fills the segments of one Write or Reply chunk in order with `len`
+    /// octets, `write(at, k, segment)` moving octets `at..at + k` of the
+    /// source into a segment by RDMA Write (returning the WRs it took);
+    /// returns the segments with the lengths written (RFC 8166 Section 3.6:
+    /// what the reply echoes). `EMSGSIZE` if the chunk is too small.
+    pub(super) fn write_segments(
+        &self,
+        segs: &[Segment],
+        len: u32,
+        mut write: impl FnMut(u32, u32, &Segment) -> Result<u32>,
+    ) -> Result<KVec<Segment>> {
+        let room = segs
             .iter()
             .map(|s| u64::from(s.length))
             .fold(0u64, u64::saturating_add);
-        if (data.len() as u64) > total {
+        if u64::from(len) > room {
             return Err(emsgsize());
         }
         let mut out = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
-        let mut at = 0usize;
+        let mut at = 0u32;
         for s in segs {
-            let k = (data.len() - at).min(s.length as usize);
+            let k = (len - at).min(s.length);
             if k > 0 {
-                let mut c = Chunk::new(qp, n32(k))?;
-                c.write_at(0, &data[at..at + k])?;
-                let wrs = c.rdma_write(s.handle, s.offset)?;
+                let wrs = write(at, k, s)?;
                 self.count(X::RdmaWrites, 1);
                 self.count(X::RdmaRwWrs, u64::from(wrs));
-                self.count(X::BytesRdmaWrite, k as u64);
+                self.count(X::BytesRdmaWrite, u64::from(k));
             }
-            out.push(
-                Segment {
-                    length: n32(k),
-                    ..*s
-                },
-                GFP_KERNEL,
-            )?;
+            out.push(Segment { length: k, ..*s }, GFP_KERNEL)?;
             at += k;
         }
         Ok(out)
