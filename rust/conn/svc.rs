@@ -27,7 +27,7 @@ use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::errno::emsgsize;
-use crate::sys::qp::{Qp, RecvBuf};
+use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
 use crate::sys::rdma_cm::Net;
 use crate::sys::svc::{Arg, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
 
@@ -82,11 +82,8 @@ struct NfsCall {
 }
 
 impl SvcCall for NfsCall {
-    fn arg(&self) -> &[u8] {
-        self.buf
-            .as_ref()
-            .and_then(|b| b.data().get(self.arg_off..))
-            .unwrap_or(&[])
+    fn arg(&self) -> Option<MsgRegion> {
+        self.buf.as_ref().and_then(|b| b.region(self.arg_off))
     }
 
     fn result_payload(&self, offset: u32, len: u32) -> i32 {

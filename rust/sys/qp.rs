@@ -157,31 +157,54 @@ impl Qp {
 /// for that, so the message stays readable for as long as this lives.
 pub(crate) struct RecvBuf {
     b: NonNull<rpcrdma_cm_buf>,
-    data: *const u8,
+    data: *mut u8,
     len: usize,
+}
+
+/// Part of a kept received message handed to C by pointer, to decode and
+/// possibly rewrite in place (nfsd's RPCSEC_GSS unwrapping does): the
+/// pointer is C's own, never derived from a Rust borrow. Valid while the
+/// [`RecvBuf`] it came from is kept.
+pub(crate) struct MsgRegion {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
 }
 
 // SAFETY: the buffer is not tied to a thread; its release takes the QP's lock.
 unsafe impl Send for RecvBuf {}
-// SAFETY: `&RecvBuf` only reads the message, which nothing writes while kept.
+// SAFETY: `&RecvBuf` only reads the message. Its one writer, C decoding in
+// place through a [`MsgRegion`], comes after the module has read what it needs.
 unsafe impl Sync for RecvBuf {}
 
 impl RecvBuf {
-    /// Keeps the buffer `b` holding the message `data`.
+    /// Keeps the buffer `b` holding the `len`-octet message at `data`.
     ///
     /// qp.c leaves a kept buffer alone until [`Drop`] releases it.
     ///
     /// # Safety
     ///
-    /// `b`'s Receive callback (successful, keeping it) runs now; `data` is its message.
-    pub(super) unsafe fn keep(b: *mut rpcrdma_cm_buf, data: &[u8]) -> Option<RecvBuf> {
+    /// `b`'s Receive callback (successful, keeping it) runs now for that message.
+    pub(super) unsafe fn keep(
+        b: *mut rpcrdma_cm_buf,
+        data: *mut u8,
+        len: usize,
+    ) -> Option<RecvBuf> {
         let b = NonNull::new(b)?;
+        if data.is_null() {
+            return None;
+        }
         // SAFETY: see above; counted in the QP's users until released.
         unsafe { rpcrdma_cm_recv_keep(b.as_ptr()) };
-        Some(RecvBuf {
-            b,
-            data: data.as_ptr(),
-            len: data.len(),
+        Some(RecvBuf { b, data, len })
+    }
+
+    /// The message from octet `from` on, for C to use in place (see
+    /// [`MsgRegion`]); `None` past its end.
+    pub(crate) fn region(&self, from: usize) -> Option<MsgRegion> {
+        let len = self.len.checked_sub(from)?;
+        Some(MsgRegion {
+            ptr: self.data.wrapping_add(from),
+            len,
         })
     }
 

@@ -117,8 +117,9 @@ pub(crate) struct Completion<'a> {
     pub(crate) data: &'a [u8],
     /// The rkey the peer invalidated with Send With Invalidate, if it did.
     pub(crate) invalidated: Option<u32>,
-    /// A successful Receive's buffer, and whether the handler kept it.
-    buf: Option<(*mut rpcrdma_cm_buf, &'a Cell<bool>)>,
+    /// A successful Receive's buffer, its message (as C hands it: writable
+    /// memory, see [`RecvBuf::region`]), and whether the handler kept it.
+    buf: Option<(*mut rpcrdma_cm_buf, *mut u8, &'a Cell<bool>)>,
 }
 
 impl Completion<'_> {
@@ -127,13 +128,14 @@ impl Completion<'_> {
     /// result is dropped. `None` for a Send, a failed Receive, or a second
     /// call.
     pub(crate) fn keep(&self) -> Option<RecvBuf> {
-        let (b, kept) = self.buf?;
+        let (b, msg, kept) = self.buf?;
         if kept.replace(true) {
             return None;
         }
         // SAFETY: `b` is this successful Receive's buffer, its callback runs
-        // now, and the trampoline reports it kept (`kept` is set).
-        unsafe { RecvBuf::keep(b, self.data) }
+        // now, and the trampoline reports it kept (`kept` is set); its
+        // message is the `self.data.len()` octets at `msg`.
+        unsafe { RecvBuf::keep(b, msg, self.data.len()) }
     }
 }
 
@@ -601,11 +603,14 @@ impl Names {
 }
 
 /// The peer's address of a live `id` (see [`Names::of`]).
+/// An IPv4-mapped IPv6 peer is its IPv4 address: one host, one peer (the
+/// per-peer connection limit counts it once).
 fn peer_of(id: *mut rdma_cm_id) -> Option<SocketAddr> {
     // SAFETY: `id` is live; C returns a pointer into it.
     let sa = unsafe { rpcrdma_cm_id_peer_addr(id) };
     // SAFETY: the id's sockaddr_storage, alive while the id is (see above).
-    unsafe { sockaddr_from_c(sa) }
+    let a = unsafe { sockaddr_from_c(sa) }?;
+    Some(SocketAddr::new(a.ip().to_canonical(), a.port()))
 }
 
 /// What the device of a live `id` offers (see [`Names::of`]); `None` before
@@ -814,7 +819,7 @@ extern "C" fn rpcrdma_cm_recv_rs(
     if let Some(qp) = qp {
         let mut c = completion(wc);
         if c.status == 0 {
-            c.buf = Some((b, &kept));
+            c.buf = Some((b, wc.data, &kept));
         }
         ctx.handler.recv(&qp, &c);
     }

@@ -148,7 +148,7 @@ void rpcrdma_cm_init_waitqueue(struct wait_queue_head *head);
  */
 struct rpcrdma_cm_wc_info {
 	int status;
-	const u8 *data;
+	u8 *data;
 	u32 len;
 	u32 invalidate_rkey;
 	bool with_invalidate;

@@ -38,7 +38,7 @@ use super::bindings::{
     rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new,
     rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf,
 };
-use super::qp::Qp;
+use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net};
 
 /// Octets per page of a request.
@@ -86,9 +86,10 @@ pub(crate) trait SvcXprtOps: Send + Sync {
 
 /// A request's transport context (see the module documentation).
 pub(crate) trait SvcCall: Send + Sync + Any {
-    /// The Call message, when it stays in memory the context owns.
-    fn arg(&self) -> &[u8] {
-        &[]
+    /// The Call message, when it stays in memory the context owns (nfsd
+    /// may rewrite it in place).
+    fn arg(&self) -> Option<MsgRegion> {
+        None
     }
 
     /// xpo_result_payload: nfsd's DDP-eligible result is `len` octets at
@@ -330,33 +331,29 @@ impl SvcRqst<'_> {
             iov_base: core::ptr::null_mut(),
             iov_len: 0,
         };
-        // nfsd may decode in place (RPCSEC_GSS unwraps), which is why rq_arg
-        // points at the memory mutably: it is a received message, read by no
-        // one else.
+        // nfsd may decode in place (RPCSEC_GSS unwraps): rq_arg points at a
+        // received message by C's own pointer (MsgRegion), read by no one else.
         let layout = match arg {
             Arg::InPlace { position, page_len } => {
-                // SAFETY: just boxed; the inner box's contents do not move
-                // while the context lives, which sunrpc keeps until
-                // xpo_release_ctxt.
+                // SAFETY: just boxed; the context owns the region, which
+                // sunrpc keeps until xpo_release_ctxt.
                 let a = unsafe { &**ctxt }.arg();
-                let (len, pos) = (a.len(), position as usize);
-                if pos <= len && page_len <= room {
-                    let (head, tail) = a.split_at(pos);
-                    Some((
+                let pos = position as usize;
+                match a {
+                    Some(a) if pos <= a.len && page_len <= room => Some((
                         kvec {
-                            iov_base: head.as_ptr().cast_mut().cast(),
+                            iov_base: a.ptr.cast(),
                             iov_len: pos,
                         },
                         p.pages,
                         page_len,
                         kvec {
-                            iov_base: tail.as_ptr().cast_mut().cast(),
-                            iov_len: len - pos,
+                            iov_base: a.ptr.wrapping_add(pos).cast(),
+                            iov_len: a.len - pos,
                         },
                         page_len.div_ceil(PAGE),
-                    ))
-                } else {
-                    None
+                    )),
+                    _ => None,
                 }
             }
             Arg::Pages { len } if len != 0 && len <= room => {
@@ -479,7 +476,9 @@ impl SvcRqst<'_> {
             return Err(ERANGE);
         }
         let res = self.res();
-        let at = res.page_base + offset - res.head[0].iov_len as u32;
+        // In range (checked above), so `offset` is at least the head's length.
+        let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
+        let at = res.page_base + (offset - head);
         // SAFETY: the range lies in the reply's page list (checked above),
         // which stays until sendto returns; the Write completes before the
         // call returns.
