@@ -17,6 +17,7 @@
 //! - A holder of a [`Qp`] handle or chunk lets go once the connection has failed
 //!   (it is woken for that): the teardown waits for it.
 
+use core::any::Any;
 use core::fmt::{self, Write};
 use core::net::{IpAddr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
@@ -42,7 +43,7 @@ use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
 use crate::sys::errno::enotconn;
 use crate::sys::param;
-use crate::sys::qp::{Qp, QpAttr, RecvBuf};
+use crate::sys::qp::{Qp, QpAttr};
 use crate::sys::rdma_cm::{
     CmHandler, CmId, Completion, ConnectRequest, DevCaps, Endpoint, Event, EventKind, HandlerId,
     Names, Net,
@@ -589,7 +590,7 @@ struct ConnInner {
     /// nfsd's reference on its transport, until nfsd detaches it.
     svc: Option<SvcXprt>,
     /// Calls received for nfsd, not yet handed to it.
-    svc_queue: Fifo<RecvBuf>,
+    svc_queue: Fifo<svc::SvcItem>,
 }
 
 impl ConnInner {
@@ -690,14 +691,19 @@ impl Conn {
 
     /// A call arrived for nfsd: queue it and tell nfsd.
     fn svc_received(&self, qp: &Qp, wc: &Completion<'_>) {
-        let Some(buf) = wc.keep() else {
-            return;
-        };
+        if let Some(buf) = wc.keep() {
+            self.svc_push(qp, svc::SvcItem::Received(buf));
+        }
+    }
+
+    /// Queues a call for nfsd and tells nfsd (dropped if the connection is
+    /// closing or nfsd has let go of it).
+    fn svc_push(&self, qp: &Qp, item: svc::SvcItem) {
         let mut g = self.inner.lock();
         if g.state.is_closed() || g.svc.is_none() {
             return;
         }
-        if g.svc_queue.push(buf).is_err() {
+        if g.svc_queue.push(item).is_err() {
             // A call lost for want of memory would hold the client's credit
             // for good: end the connection instead.
             drop(g);
@@ -712,7 +718,7 @@ impl Conn {
 
     /// The next call for nfsd, if any (xpo_recvfrom); with none, nfsd is told
     /// so under the same lock the queue takes.
-    fn svc_dequeue(&self) -> Option<RecvBuf> {
+    fn svc_dequeue(&self) -> Option<svc::SvcItem> {
         let mut g = self.inner.lock();
         let b = g.svc_queue.pop();
         if b.is_none() {
@@ -868,6 +874,14 @@ impl CmHandler for Conn {
 
     fn send_done(&self, qp: &Qp, wc: &Completion<'_>) {
         self.on_send_done(qp, wc);
+    }
+
+    fn rw_failed(&self, qp: &Qp, status: i32) {
+        self.failed_completion(qp, status, crate::stats::XprtCounter::ChunkErrors);
+    }
+
+    fn rw_done(&self, qp: &Qp, done: Arc<dyn Any + Send + Sync>, status: i32) {
+        self.svc_read_done(qp, &*done, status);
     }
 }
 

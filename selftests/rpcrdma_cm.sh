@@ -1748,6 +1748,14 @@ nfsd_over_ipv6_and_device_removal() {
 	grep -q " for=nfsd .* peer=\[2001:db8::1\]" "$DBG/connections" || { fail "no IPv6 connection of nfsd's"; ok=1; }
 	head -c $((32 << 20)) /dev/urandom >/tmp/nfs_dev.bin
 	cp /tmp/nfs_dev.bin "$mnt/v6.bin" && cmp -s /tmp/nfs_dev.bin "$mnt/v6.bin" || { fail "copy over IPv6"; ok=1; }
+	# Linux's client's own connect events, to name the cause if the copy
+	# fails: xprtrdma can race the RDMA CM's device removal while it
+	# reconnects (rdma_resolve_route() on an id the CM is removing returns
+	# -EINVAL, which sunrpc treats as fatal even on a hard mount).
+	ensure_tracefs && echo >/sys/kernel/tracing/trace &&
+		for ev in rpcrdma/xprtrdma_connect sunrpc/rpc_connect_status; do
+			echo 1 >"/sys/kernel/tracing/events/$ev/enable" 2>/dev/null
+		done
 	cp /tmp/nfs_dev.bin "$mnt/during_removal.bin" &
 	pid=$!
 	sleep 1
@@ -1770,7 +1778,17 @@ nfsd_over_ipv6_and_device_removal() {
 	done
 	grep -q "state=dead for=nfsd" "$DBG/listeners" && { fail "nfsd's listeners did not come back"; ok=1; }
 	timeout 300 tail --pid="$pid" -f /dev/null
-	wait "$pid" || { fail "the copy failed across the device removal"; ok=1; }
+	if ! wait "$pid"; then
+		fail "the copy failed across the device removal"
+		ok=1
+		grep -E 'xprtrdma_connect|rpc_connect_status' /sys/kernel/tracing/trace 2>/dev/null |
+			grep -E 'rc=-|status=-' | tail -n 5 | sed 's/^/# client connect: /'
+		grep -Eq 'xprtrdma_connect:.* rc=-22|rpc_connect_status:.* status=-22' /sys/kernel/tracing/trace 2>/dev/null &&
+			ktap_print_msg "cause: Linux's client (xprtrdma) failed a reconnect with -EINVAL while the RDMA CM removed the device (a client-side race; the server is not involved)"
+	fi
+	for ev in rpcrdma/xprtrdma_connect sunrpc/rpc_connect_status; do
+		echo 0 >"/sys/kernel/tracing/events/$ev/enable" 2>/dev/null
+	done
 	echo 3 >/proc/sys/vm/drop_caches
 	cmp -s /tmp/nfs_dev.bin "$mnt/during_removal.bin" || { fail "the copy differs after the device came back"; ok=1; }
 	rm -f "$mnt/v6.bin" "$mnt/during_removal.bin"

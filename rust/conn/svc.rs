@@ -6,8 +6,10 @@
 //!
 //! A connection of nfsd's keeps each received call's buffer (it is not
 //! posted again) until nfsd has answered it: the call's argument is that
-//! buffer, without a copy, unless it came in Read chunks, which are pulled
-//! with RDMA Read and copied into the request's pages. The reply nfsd encodes
+//! buffer, without a copy. A call's Read chunk is pulled by RDMA Read into
+//! pages of ours while no thread waits ([`PendingPull`]); the call is queued
+//! for nfsd when the Reads end, and the pages become its request's. Several
+//! Read chunks are assembled and copied into the request's pages. The reply nfsd encodes
 //! goes out as the built-in service's do: its DDP-eligible result (named by
 //! nfsd through xpo_result_payload) into the client's Write chunk, the rest
 //! inline within the negotiated threshold or into the Reply chunk, with Send
@@ -15,10 +17,11 @@
 
 use core::any::Any;
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use kernel::alloc::KVVec;
+use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, Mutex};
 
 use super::xprt::{n32, CallIn, Incoming, ReplyRoute};
 use super::{Conn, Listener, State};
@@ -26,10 +29,12 @@ use crate::proto::conn_state::Closed;
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
-use crate::sys::errno::emsgsize;
+use crate::sys::errno::{emsgsize, enotconn};
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
-use crate::sys::rdma_cm::Net;
-use crate::sys::svc::{Arg, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps};
+use crate::sys::rdma_cm::{Net, RwDone, WC_FLUSHED};
+use crate::sys::svc::{
+    Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps, XdrMsg,
+};
 
 /// Makes nfsd's listeners (xpo_create).
 pub(crate) struct Factory(pub(crate) Arc<State>);
@@ -124,12 +129,16 @@ impl NfsCall {
 impl SvcXprtOps for NfsdConn {
     fn recvfrom(&self, rq: &mut SvcRqst<'_>) -> i32 {
         let conn = &self.0;
-        let Some(buf) = conn.svc_dequeue() else {
+        let Some(item) = conn.svc_dequeue() else {
             return 0;
         };
         rq.received();
         let Some(qp) = conn.qp_handle() else {
             return 0;
+        };
+        let buf = match item {
+            SvcItem::Pulled(p) => return conn.svc_hand_pulled(&qp, rq, p),
+            SvcItem::Received(buf) => buf,
         };
         // A Reply to one of our backchannel Calls (RFC 8167): no chunks, and
         // the RPC message says REPLY. It never reaches nfsd's dispatcher.
@@ -141,8 +150,8 @@ impl SvcXprtOps for NfsdConn {
             }
             return 0;
         }
-        // What the reply needs, from the header, and the argument pulled into
-        // the request's pages; the borrow of `buf` ends here.
+        // What the reply needs, from the header, and how the argument gets
+        // into the request's pages; the borrow of `buf` ends here.
         let decoded = conn.decode_call(&qp, buf.data()).map(|inc| {
             let Incoming {
                 call,
@@ -151,48 +160,46 @@ impl SvcXprtOps for NfsdConn {
                 reminv,
             } = inc;
             let route = ReplyRoute::of(call.xid, call.credits, &call.chunks);
-            let arg = if nomsg || call.chunks.read_segments() != 0 {
+            let pull = if nomsg || call.chunks.read_segments() != 0 {
                 conn.svc_pull(&qp, rq, &call)
             } else {
-                Ok(Arg::InPlace {
+                Ok(Pull::Ready(Arg::InPlace {
                     position: n32(call.inline.len()),
                     page_len: 0,
-                })
+                }))
             };
             let arg_off = buf.data().len() - call.inline.len();
-            (call.xid, call.credits, route, arg, arg_off, s2c, reminv)
+            (call.xid, call.credits, route, pull, arg_off, s2c, reminv)
         });
-        let Some((xid, credits, route, arg, arg_off, s2c, reminv)) = decoded else {
+        let Some((xid, credits, route, pull, arg_off, s2c, reminv)) = decoded else {
             return 0;
         };
-        let (route, arg) = match (route, arg) {
-            (Ok(r), Ok(a)) => (r, a),
+        let (route, pull) = match (route, pull) {
+            (Ok(r), Ok(p)) => (r, p),
             (Err(e), _) | (_, Err(e)) => {
                 conn.call_failed(&qp, xid, credits, e);
                 return 0;
             }
         };
         let call = NfsCall {
-            // The argument's head and tail stay in the receive buffer until
-            // nfsd releases the request; a call in the pages gives it back now.
-            buf: matches!(arg, Arg::InPlace { .. }).then_some(buf),
+            buf: Some(buf),
             arg_off,
             route,
             s2c,
             reminv,
             payload: AtomicU64::new(0),
         };
-        let ret = match Arc::new(call, GFP_KERNEL) {
-            Ok(c) => rq.accept_call(c, arg),
-            Err(_) => -(kernel::bindings::ENOMEM as i32),
-        };
-        if ret < 0 {
-            conn.count(X::SvcCallsDropped, 1);
-            conn.call_failed(&qp, xid, credits, Error::from_errno(ret));
-            return 0;
+        match pull {
+            Pull::Ready(arg) => conn.svc_accept(&qp, rq, xid, credits, call, arg),
+            Pull::Direct(d) => {
+                // The Reads go on without this thread: nfsd gets the call
+                // from a later recvfrom (SvcItem::Pulled).
+                if let Err(e) = conn.svc_pull_async(&qp, rq, xid, credits, call, d) {
+                    conn.call_failed(&qp, xid, credits, e);
+                }
+                0
+            }
         }
-        conn.count(X::SvcCalls, 1);
-        ret
     }
 
     fn sendto(&self, rq: &SvcRqst<'_>, call: Option<&dyn SvcCall>) -> i32 {
@@ -212,31 +219,30 @@ impl SvcXprtOps for NfsdConn {
         }
     }
 
-    fn bc_send(&self, msg: &[u8]) -> i32 {
+    fn bc_send(&self, msg: &XdrMsg<'_>) -> i32 {
         let conn = &self.0;
         let Some(qp) = conn.qp_handle() else {
             return -(kernel::bindings::ENOTCONN as i32);
         };
-        let Some(xid) = msg
-            .get(..4)
-            .map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
-        else {
+        let mut xid = [0u8; 4];
+        if msg.read(0, &mut xid).is_err() {
             return -(kernel::bindings::EINVAL as i32);
-        };
+        }
         let spec = MsgSpec {
-            xid,
+            xid: u32::from_be_bytes(xid),
             credits: BC_CREDITS,
             nomsg: false,
             reads: &[],
             writes: &[],
             reply: None,
         };
+        // The Call is copied once, from sunrpc's buffer into the Send buffer
+        // after the transport header.
         let res = qp.send(None, |buf| {
             let hl = encode_msg(buf, &spec).map_err(|_| emsgsize())?;
-            buf.get_mut(hl..hl + msg.len())
-                .ok_or_else(emsgsize)?
-                .copy_from_slice(msg);
-            Ok(hl + msg.len())
+            let end = hl.checked_add(msg.len()).ok_or_else(emsgsize)?;
+            msg.read(0, buf.get_mut(hl..end).ok_or_else(emsgsize)?)?;
+            Ok(end)
         });
         match res {
             Ok(()) => {
@@ -255,6 +261,49 @@ impl SvcXprtOps for NfsdConn {
         self.0.svc_detach();
         self.0.close_deferred(Closed::ClosedByNfsd);
     }
+}
+
+/// A call queued for nfsd (xpo_recvfrom takes them in order).
+pub(super) enum SvcItem {
+    /// As received.
+    Received(RecvBuf),
+    /// With its Read chunk pulled into pages of ours.
+    Pulled(Pulled),
+}
+
+/// How a call's argument reaches nfsd's request ([`Conn::svc_pull`]).
+enum Pull {
+    /// In place, or copied into the request's pages already.
+    Ready(Arg),
+    /// One Read chunk, to pull by RDMA Read.
+    Direct(DirectPull),
+}
+
+/// One Read chunk's non-empty segments and the argument they make.
+struct DirectPull {
+    segs: KVec<Segment>,
+    arg: Arg,
+}
+
+/// A call whose Read chunk is in `pages`: what the recvfrom that takes it
+/// needs.
+pub(super) struct Pulled {
+    call: NfsCall,
+    xid: u32,
+    credits: u32,
+    arg: Arg,
+    pages: ArgPages,
+}
+
+/// A pull in flight: the call, taken by the last of its Reads to end.
+#[pin_data]
+pub(super) struct PendingPull {
+    #[pin]
+    call: Mutex<Option<Pulled>>,
+    /// Reads not ended, plus one while the poster posts.
+    left: AtomicU32,
+    /// The first error (a negative errno), 0 if none.
+    error: AtomicI32,
 }
 
 /// Credits a backchannel Call grants the client for its Replies (as svcrdma:
@@ -277,13 +326,14 @@ fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
 }
 
 impl Conn {
-    /// Pulls a call's Read chunks into nfsd's request. With one Read chunk
-    /// (its segments at one position: a WRITE's data, or a Position-Zero long
-    /// call) RDMA Read puts it straight into the request's pages, and the
-    /// rest of the call stays in the receive buffer as rq_arg's head and
-    /// tail, as svcrdma does. Several chunks are assembled in memory and
-    /// copied there.
-    fn svc_pull(&self, qp: &Qp, rq: &mut SvcRqst<'_>, call: &CallIn<'_>) -> Result<Arg> {
+    /// How a call's Read chunks get into nfsd's request. With one Read chunk
+    /// (its segments at one position: a WRITE's data, or a Position-Zero
+    /// long call) RDMA Read puts it straight into pages that become the
+    /// request's, and the rest of the call stays in the receive buffer as
+    /// rq_arg's head and tail, as svcrdma does ([`Pull::Direct`]). Several
+    /// chunks are assembled in memory and copied into the request's pages
+    /// now ([`Pull::Ready`]).
+    fn svc_pull(&self, qp: &Qp, rq: &mut SvcRqst<'_>, call: &CallIn<'_>) -> Result<Pull> {
         let position = call.chunks.read_list().next().map(|r| r.position);
         let one = call
             .chunks
@@ -295,37 +345,189 @@ impl Conn {
                     && (p as usize) <= call.inline.len()
                     && (p != 0 || call.inline.is_empty()) =>
             {
-                let mut at = 0u32;
+                let mut segs = KVec::new();
+                let mut len = 0u32;
                 for r in call.chunks.read_list() {
-                    let s = r.segment;
-                    if s.length == 0 {
-                        continue;
+                    if r.segment.length != 0 {
+                        len = len.checked_add(r.segment.length).ok_or_else(emsgsize)?;
+                        segs.push(r.segment, GFP_KERNEL)?;
                     }
-                    let wrs = rq.read_into_pages(qp, at, s.length, s.handle, s.offset)?;
-                    self.count(X::RdmaReads, 1);
-                    self.count(X::RdmaRwWrs, u64::from(wrs));
-                    self.count(X::BytesRdmaRead, u64::from(s.length));
-                    at = at.checked_add(s.length).ok_or_else(emsgsize)?;
                 }
-                self.count(X::SvcArgsDirect, 1);
-                Ok(if p == 0 {
-                    Arg::Pages { len: at }
+                let arg = if p == 0 {
+                    Arg::Pages { len }
                 } else {
                     Arg::InPlace {
                         position: p,
-                        page_len: n32(xdr_align(at as usize).ok_or_else(emsgsize)?),
+                        page_len: n32(xdr_align(len as usize).ok_or_else(emsgsize)?),
                     }
-                })
+                };
+                Ok(Pull::Direct(DirectPull { segs, arg }))
             }
             _ => {
                 let msg = self.assemble_call(qp, call)?;
                 rq.copy_into_pages(0, &msg)?;
                 self.count(X::SvcArgsCopied, 1);
-                Ok(Arg::Pages {
+                Ok(Pull::Ready(Arg::Pages {
                     len: n32(msg.len()),
-                })
+                }))
             }
         }
+    }
+
+    /// Starts the RDMA Reads of a [`Pull::Direct`] into pages of ours; when the
+    /// last ends, the call is queued for nfsd ([`Conn::svc_pull_end`]).
+    fn svc_pull_async(
+        &self,
+        qp: &Qp,
+        rq: &SvcRqst<'_>,
+        xid: u32,
+        credits: u32,
+        call: NfsCall,
+        d: DirectPull,
+    ) -> Result {
+        let room = match d.arg {
+            Arg::Pages { len } => len,
+            Arg::InPlace { page_len, .. } => page_len,
+        };
+        if room > rq.arg_room() {
+            return Err(emsgsize());
+        }
+        let pages = ArgPages::new(room)?;
+        let n = n32(d.segs.len());
+        let pending = Arc::pin_init(
+            pin_init!(PendingPull {
+                call <- new_mutex!(Some(Pulled {
+                    call,
+                    xid,
+                    credits,
+                    arg: d.arg,
+                    pages,
+                })),
+                // One for each Read, one for this thread.
+                left: AtomicU32::new(n + 1),
+                error: AtomicI32::new(0),
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut posted = 0u32;
+        let mut res = Ok(());
+        {
+            let g = pending.call.lock();
+            let Some(p) = g.as_ref() else {
+                return Err(EINVAL);
+            };
+            let mut at = 0u32;
+            for s in d.segs.iter() {
+                let done = RwDone(pending.clone());
+                match p
+                    .pages
+                    .read_async(qp, at, s.length, s.handle, s.offset, done)
+                {
+                    Ok(wrs) => {
+                        self.count(X::RdmaReads, 1);
+                        self.count(X::RdmaRwWrs, u64::from(wrs));
+                        self.count(X::BytesRdmaRead, u64::from(s.length));
+                    }
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+                posted += 1;
+                at += s.length;
+            }
+        }
+        // This thread's count, and the Reads never posted.
+        self.svc_pull_end(qp, &pending, 1 + (n - posted), res);
+        Ok(())
+    }
+
+    /// `n` of a pull's Reads (or its poster) ended, with `res`. The last one
+    /// queues the call for nfsd, or answers it with the first error: a Read
+    /// that failed left the QP in error (`EIO`: the connection ends), one
+    /// never posted gets the call an RDMA_ERROR, a flush (`ENOTCONN`) none.
+    pub(super) fn svc_pull_end(&self, qp: &Qp, p: &PendingPull, n: u32, res: Result) {
+        match res {
+            // A failed Read leaves the QP in error: that outranks any other cause.
+            Err(e) if e == EIO => p.error.store(e.to_errno(), Ordering::Release),
+            Err(e) => {
+                let _ =
+                    p.error
+                        .compare_exchange(0, e.to_errno(), Ordering::AcqRel, Ordering::Acquire);
+            }
+            Ok(()) => {}
+        }
+        if p.left.fetch_sub(n, Ordering::AcqRel) != n {
+            return;
+        }
+        let Some(pulled) = p.call.lock().take() else {
+            return;
+        };
+        match p.error.load(Ordering::Acquire) {
+            0 => {
+                self.count(X::SvcArgsDirect, 1);
+                self.svc_push(qp, SvcItem::Pulled(pulled));
+            }
+            e => self.call_failed(qp, pulled.xid, pulled.credits, Error::from_errno(e)),
+        }
+    }
+
+    /// One Read of a pull ended (CmHandler::rw_done): a flush is the
+    /// connection closing, any other failure leaves the QP in error.
+    pub(super) fn svc_read_done(&self, qp: &Qp, done: &(dyn Any + Send + Sync), status: i32) {
+        let Some(p) = done.downcast_ref::<PendingPull>() else {
+            return;
+        };
+        let res = match status {
+            0 => Ok(()),
+            s if s == WC_FLUSHED => Err(enotconn()),
+            _ => Err(EIO),
+        };
+        self.svc_pull_end(qp, p, 1, res);
+    }
+
+    /// A pulled call reaches nfsd: its pages become the request's.
+    fn svc_hand_pulled(&self, qp: &Qp, rq: &mut SvcRqst<'_>, p: Pulled) -> i32 {
+        let Pulled {
+            call,
+            xid,
+            credits,
+            arg,
+            pages,
+        } = p;
+        if let Err(e) = rq.take_arg_pages(pages) {
+            self.call_failed(qp, xid, credits, e);
+            return 0;
+        }
+        self.svc_accept(qp, rq, xid, credits, call, arg)
+    }
+
+    /// Hands nfsd a call laid out as `arg` says.
+    fn svc_accept(
+        &self,
+        qp: &Qp,
+        rq: &mut SvcRqst<'_>,
+        xid: u32,
+        credits: u32,
+        mut call: NfsCall,
+        arg: Arg,
+    ) -> i32 {
+        // The argument's head and tail stay in the receive buffer until nfsd
+        // releases the request; a call in the pages gives it back now.
+        if !matches!(arg, Arg::InPlace { .. }) {
+            call.buf = None;
+        }
+        let ret = match Arc::new(call, GFP_KERNEL) {
+            Ok(c) => rq.accept_call(c, arg),
+            Err(_) => -(kernel::bindings::ENOMEM as i32),
+        };
+        if ret < 0 {
+            self.count(X::SvcCallsDropped, 1);
+            self.call_failed(qp, xid, credits, Error::from_errno(ret));
+            return 0;
+        }
+        self.count(X::SvcCalls, 1);
+        ret
     }
 
     /// Sends nfsd's reply. A DDP-eligible result in the reply's page list

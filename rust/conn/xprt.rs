@@ -332,7 +332,7 @@ impl Conn {
     /// we did not see (a registration or invalidation that failed, an
     /// asynchronous QP error): as fatal as the error itself. Flushes after
     /// that, or at teardown, are expected.
-    fn failed_completion(&self, qp: &Qp, status: i32, counter: X) {
+    pub(super) fn failed_completion(&self, qp: &Qp, status: i32, counter: X) {
         if status != WC_FLUSHED {
             self.count(counter, 1);
             crate::sys::trace::wc_error(self.id, matches!(counter, X::RecvErrors), status);

@@ -259,19 +259,63 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	return posted;
 }
 
-/* An RDMA Read or Write chain being waited for (on the waiter's stack). */
-struct rpcrdma_cm_rw_wait {
+/*
+ * One RDMA Read or Write chain over @nents pages: its rdma_rw context and
+ * completion. A chain that is waited for is released by the waiter; an
+ * @async one (a reply's payload Write, or a Read whose end Rust is told of
+ * with @done) by its completion, and it holds a reference on each of its
+ * pages until then.
+ */
+struct rpcrdma_cm_rw {
 	struct ib_cqe cqe;
-	struct completion done;
+	struct completion waited;
+	struct rdma_rw_ctx ctx;
+	struct rpcrdma_cm_qp *qp;
+	u32 nents;
+	int nwrs;		/* Send Queue entries reserved */
 	int status;
+	bool write, async;
+	void *done;
+	struct scatterlist sgl[];
 };
+
+/*
+ * The chain's WRs are done: undo its context, Send Queue room and pages, and
+ * free it. The caller then leaves the QP (rpcrdma_cm_qp_leave).
+ */
+static void rpcrdma_cm_rw_release(struct rpcrdma_cm_rw *rw)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+	u32 i;
+
+	if (rw->nwrs) {
+		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, rw->nents,
+				    rw->write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		atomic_add(rw->nwrs, &qp->rw_avail);
+		wake_up_all(&qp->wq);
+	}
+	for (i = 0; rw->async && i < rw->nents; i++)
+		put_page(sg_page(&rw->sgl[i]));
+	kfree(rw);
+}
 
 static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct rpcrdma_cm_rw_wait *w = container_of(wc->wr_cqe, struct rpcrdma_cm_rw_wait, cqe);
+	struct rpcrdma_cm_rw *rw = container_of(wc->wr_cqe, struct rpcrdma_cm_rw, cqe);
+	struct rpcrdma_cm_qp *qp = rw->qp;
+	void *done = rw->done;
 
-	w->status = wc->status;
-	complete(&w->done);
+	if (!rw->async) {
+		rw->status = wc->status;
+		complete(&rw->waited);
+		return;
+	}
+	/* Unmapped first, so what a Read brought is the CPU's before Rust hands it on. */
+	rpcrdma_cm_rw_release(rw);
+	/* A failed Write leaves the QP in the error state: the owner ends the connection. */
+	if (done || (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR))
+		rpcrdma_cm_rw_done_rs(qp->owner, qp, done, wc->status);
+	rpcrdma_cm_qp_leave(qp);
 }
 
 /* Takes @n of the QP's RDMA Read/Write Send Queue entries, if that many are free. */
@@ -287,89 +331,98 @@ static bool rpcrdma_cm_rw_reserve(struct rpcrdma_cm_qp *qp, int n)
 }
 
 /*
- * Moves the memory of @sgl (@nents entries) from (RDMA Read) or to (@write:
- * RDMA Write) the peer's memory at @addr/@rkey, and waits for it; returns the
- * number of WRs it took. Not from a completion callback.
+ * Moves @len octets at byte @offset of the page array @pages from (RDMA Read)
+ * or to (@write: RDMA Write) the peer's memory at @addr/@rkey; returns the
+ * number of WRs it took. Not from a completion callback. Unless @async, it
+ * returns once the chain completed; an @async one once it is posted: a Send
+ * posted after it on the same QP reaches the peer after its data (RC
+ * ordering), and its completion releases it and, with @done, calls
+ * rpcrdma_cm_rw_done_rs() (never when this returns an error).
+ *
  * Chains of several callers run at once (nfsd's threads each move their own
- * call's data), as long as the Send Queue room the QP keeps for them
- * (@rw_wrs) holds them all: a chain first reserves its WRs in @rw_avail,
- * waiting for others to complete if need be, so the Send Queue never
- * overflows and no chain is posted in part (the posted part would go on
- * touching the memory after an error return). The wait for completion is
- * uninterruptible: a posted chain completes, or is flushed when the QP goes
- * to error.
+ * call's data) as long as the Send Queue room the QP keeps for them (@rw_wrs)
+ * holds them all: a chain first reserves its WRs in @rw_avail, waiting for
+ * others to complete if need be, so the Send Queue never overflows and no
+ * chain is posted in part. The wait for completion is uninterruptible: a
+ * posted chain completes, or is flushed when the QP goes to error.
  */
-static int rpcrdma_cm_rw_sgl(struct rpcrdma_cm_qp *qp, struct scatterlist *sgl, u32 nents,
-			     u32 rkey, u64 addr, bool write)
+static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
+			 u32 rkey, u64 addr, bool write, bool async, void *done)
 {
-	enum dma_data_direction dir = write ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
-	struct rpcrdma_cm_rw_wait w = { .cqe.done = rpcrdma_cm_rw_done };
-	struct rdma_rw_ctx ctx;
+	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
+	struct rpcrdma_cm_rw *rw;
 	unsigned long flags;
 	int ret, nwrs;
 
+	if (!len || n > RPCRDMA_CM_CHUNK_MAX_PAGES)
+		return -EINVAL;
 	ret = rpcrdma_cm_qp_enter(qp);
 	if (ret)
 		return ret;
-	init_completion(&w.done);
-	ret = rdma_rw_ctx_init(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, 0, addr, rkey, dir);
-	if (ret < 0)
-		goto out;
-	nwrs = ret;
-	if (nwrs > qp->rw_wrs) {
-		ret = -EMSGSIZE;
-		goto destroy;
+	rw = kzalloc(struct_size(rw, sgl, n), GFP_KERNEL);
+	if (!rw) {
+		rpcrdma_cm_qp_leave(qp);
+		return -ENOMEM;
 	}
+	*rw = (struct rpcrdma_cm_rw){ .cqe.done = rpcrdma_cm_rw_done, .qp = qp, .nents = n,
+				      .write = write, .async = async, .done = done };
+	init_completion(&rw->waited);
+	sg_init_table(rw->sgl, n);
+	pages += offset / PAGE_SIZE;
+	for (i = 0; i < n; i++, po = 0) {
+		k = min_t(u32, len, PAGE_SIZE - po);
+		sg_set_page(&rw->sgl[i], pages[i], k, po);
+		if (async)
+			get_page(pages[i]);
+		len -= k;
+	}
+	ret = rdma_rw_ctx_init(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n, 0, addr,
+			       rkey, write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	if (ret > qp->rw_wrs) {
+		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n,
+				    write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		ret = -EMSGSIZE;
+	}
+	if (ret < 0) {
+		rpcrdma_cm_rw_release(rw);	/* @nwrs 0: no context to undo */
+		rpcrdma_cm_qp_leave(qp);
+		return ret;
+	}
+	nwrs = ret;
 	wait_event(qp->wq, rpcrdma_cm_rw_reserve(qp, nwrs));
+	rw->nwrs = nwrs;
 	spin_lock_irqsave(&qp->lock, flags);
 	ret = qp->closed ? -ENOTCONN :
-		rdma_rw_ctx_post(&ctx, qp->id->qp, qp->id->port_num, &w.cqe, NULL);
+		rdma_rw_ctx_post(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
 	spin_unlock_irqrestore(&qp->lock, flags);
+	if (!ret && async)
+		return nwrs;	/* @rw may be gone already */
 	if (!ret) {
-		wait_for_completion(&w.done);
-		ret = w.status == IB_WC_SUCCESS ? nwrs : -EIO;
+		wait_for_completion(&rw->waited);
+		ret = rw->status == IB_WC_SUCCESS ? nwrs : -EIO;
 	}
-	atomic_add(nwrs, &qp->rw_avail);
-	wake_up_all(&qp->wq);
-destroy:
-	rdma_rw_ctx_destroy(&ctx, qp->id->qp, qp->id->port_num, sgl, nents, dir);
-out:
+	rpcrdma_cm_rw_release(rw);
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
 }
 
-/* The whole chunk from or to the peer's memory (rpcrdma_cm_rw_sgl). */
+/* The whole chunk from or to the peer's memory (rpcrdma_cm_rw), waited for. */
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
 {
 	if (c->mr)
 		return -EBUSY;
-	return rpcrdma_cm_rw_sgl(c->qp, c->sgl, c->npages, rkey, addr, write);
+	return rpcrdma_cm_rw(c->qp, c->pages, 0, c->len, rkey, addr, write, false, NULL);
 }
 
 /*
- * @len octets at byte @offset of the page array @pages (an RPC request's or
- * reply's pages: no copy) from or to the peer's memory (rpcrdma_cm_rw_sgl).
+ * @len octets at byte @offset of a page array @pages (an RPC's, or pages Rust
+ * fills for one: no copy) from or to the peer's memory (rpcrdma_cm_rw). A
+ * Write, and a Read with @done, return once posted, keeping their pages
+ * until they complete (nfsd may let a reply's pages go as soon as sendto
+ * returns); a Read without @done returns once its data is there.
  */
 int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			  u32 rkey, u64 addr, bool write)
+			  u32 rkey, u64 addr, bool write, void *done)
 {
-	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
-	struct scatterlist *sgl;
-	int ret;
-
-	if (!len || n > RPCRDMA_CM_CHUNK_MAX_PAGES)
-		return -EINVAL;
-	sgl = kcalloc(n, sizeof(*sgl), GFP_KERNEL);
-	if (!sgl)
-		return -ENOMEM;
-	sg_init_table(sgl, n);
-	pages += offset / PAGE_SIZE;
-	for (i = 0; i < n; i++, po = 0) {
-		k = min_t(u32, len, PAGE_SIZE - po);
-		sg_set_page(&sgl[i], pages[i], k, po);
-		len -= k;
-	}
-	ret = rpcrdma_cm_rw_sgl(qp, sgl, n, rkey, addr, write);
-	kfree(sgl);
-	return ret;
+	return rpcrdma_cm_rw(qp, pages, offset, len, rkey, addr, write, write || done, done);
 }

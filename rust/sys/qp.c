@@ -12,8 +12,8 @@
  *
  * Receive completions are handed to Rust from a work item on the module's
  * Receive workqueue, @recv_wq (process context, one message at a time, in
- * order), so the handler may sleep, for instance while it pulls a Read chunk with RDMA
- * Read.
+ * order), so the handler may sleep, for instance while it assembles a call's
+ * Read chunks with RDMA Read.
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
  * new is posted; drains the QP (every posted WR completes, flushed if need
@@ -336,7 +336,7 @@ u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp)
  * @id's device with room for @attr->send_depth Sends plus FRWR registrations
  * and invalidations, for RDMA Read/Write chains (room for one as long as
  * the largest chunk needs, up to RPCRDMA_CM_RW_SGES pages per WR, or for
- * that many short ones at once, see rpcrdma_cm_rw_sgl()), for @attr->recv_depth
+ * that many short ones at once, see rpcrdma_cm_rw()), for @attr->recv_depth
  * Receives, and one WR each way for the drain. @attr->recv_initial Receive
  * buffers are posted before this returns. Completions go to @owner.
  */

@@ -25,6 +25,7 @@
 //! - On DEVICE_REMOVAL the CM waits, before it lets the driver free the device,
 //!   until every id on it is destroyed; the deferred teardown provides that.
 
+use core::any::Any;
 use core::cell::Cell;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
@@ -179,6 +180,14 @@ pub(crate) trait CmHandler: Send + Sync {
 
     /// A Send completed; its buffer is free again.
     fn send_done(&self, _qp: &Qp, _wc: &Completion<'_>) {}
+
+    /// An RDMA Write nobody waits for (a reply's payload, see chunk.c) failed
+    /// with `status` (never a flush): the QP is in the error state.
+    fn rw_failed(&self, _qp: &Qp, _status: i32) {}
+
+    /// An RDMA Read nobody waited for ended with `status` (0: the data is
+    /// there); `done` is what its poster gave.
+    fn rw_done(&self, _qp: &Qp, _done: Arc<dyn Any + Send + Sync>, _status: i32) {}
 }
 
 /// Per-id context; the C `id->context` points at it.
@@ -841,6 +850,51 @@ extern "C" fn rpcrdma_cm_send_rs(
     }
 }
 c_fn!(rpcrdma_cm_send_rs);
+
+/// Called by chunk.c when an RDMA Read or Write it did not wait for ended: a
+/// Read posted with a `done` context ([`RwDone`]), or a Write that failed.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_rw_done_rs(
+    owner: *mut c_void,
+    qp: *mut rpcrdma_cm_qp,
+    done: *mut c_void,
+    status: c_int,
+) {
+    // The context, if any, is ours again whatever happens next.
+    // SAFETY: a non-null `done` is the box `RwDone::into_c` made for this
+    // chain, which C hands back exactly once.
+    let done = (!done.is_null()).then(|| unsafe { RwDone::from_c(done) });
+    // SAFETY: as in rpcrdma_cm_recv_rs: the QP's owner and the QP are alive
+    // while its completions run (teardown drains them first).
+    let (ctx, qp) = unsafe { (&*owner.cast::<Ctx>(), Qp::borrowed(qp)) };
+    let Some(qp) = qp else { return };
+    match done {
+        Some(d) => ctx.handler.rw_done(&qp, d.0, status),
+        None => ctx.handler.rw_failed(&qp, status),
+    }
+}
+c_fn!(rpcrdma_cm_rw_done_rs);
+
+/// What the owner of a QP is handed back when an RDMA Read it did not wait
+/// for ends ([`CmHandler::rw_done`]).
+pub(crate) struct RwDone(pub(crate) Arc<dyn Any + Send + Sync>);
+
+impl RwDone {
+    /// The context C carries for a chain: a box, freed by [`RwDone::from_c`].
+    pub(super) fn into_c(self) -> Result<*mut c_void> {
+        Ok(KBox::into_raw(KBox::new(self, GFP_KERNEL)?).cast())
+    }
+
+    /// Takes back a context made by [`RwDone::into_c`].
+    ///
+    /// # Safety
+    ///
+    /// `p` came from `into_c` and was not taken back before.
+    pub(super) unsafe fn from_c(p: *mut c_void) -> RwDone {
+        // SAFETY: see above.
+        KBox::into_inner(unsafe { KBox::from_raw(p.cast::<RwDone>()) })
+    }
+}
 
 /// Called by cm.c for every CM event; non-zero makes the CM destroy `id`.
 #[no_mangle]

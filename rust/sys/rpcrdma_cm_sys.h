@@ -197,6 +197,11 @@ bool rpcrdma_cm_recv_rs(void *owner, struct rpcrdma_cm_qp *qp, struct rpcrdma_cm
 			const struct rpcrdma_cm_wc_info *wc);
 void rpcrdma_cm_send_rs(void *owner, struct rpcrdma_cm_qp *qp,
 			const struct rpcrdma_cm_wc_info *wc);
+/*
+ * An RDMA Read or Write chunk.c did not wait for completed (@status: enum
+ * ib_wc_status): a Read posted with @done, or a Write that failed (@done NULL).
+ */
+void rpcrdma_cm_rw_done_rs(void *owner, struct rpcrdma_cm_qp *qp, void *done, int status);
 
 /* chunk.c: chunk memory, FRWR registration, RDMA Read/Write ----------------- */
 
@@ -208,10 +213,15 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 			  bool write);
-/* RDMA Read or Write of memory C owns (an RPC's pages), no copy. */
+/*
+ * RDMA Read or Write of pages (an RPC's), no copy: a Read returns once the data
+ * is there, unless @done: then, as a Write, once it is posted (it keeps its
+ * pages until it completes; a Send posted after it follows its data), and
+ * rpcrdma_cm_rw_done_rs(.., @done, ..) tells of its end.
+ */
 struct page;
 int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			  u32 rkey, u64 addr, bool write);
+			  u32 rkey, u64 addr, bool write, void *done);
 
 /* svc.c: the server transport class nfsd uses ------------------------------ */
 
@@ -243,6 +253,7 @@ struct rpcrdma_cm_svc_parts {
 
 void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_parts *p);
 void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt);
+void rpcrdma_cm_svc_give_pages(struct svc_rqst *rqstp, struct page **pages, u32 n);
 void *rpcrdma_cm_page_address(struct page *page);
 int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits);
 
@@ -256,7 +267,7 @@ int rpcrdma_cm_svc_result_payload_rs(void *ctxt, u32 offset, u32 length);
 void rpcrdma_cm_svc_release_ctxt_rs(void *ctxt);
 void rpcrdma_cm_svc_detach_rs(void *rs);
 void rpcrdma_cm_svc_free_rs(void *rs);
-int rpcrdma_cm_svc_bc_send_rs(void *rs, const u8 *msg, u32 len);
+int rpcrdma_cm_svc_bc_send_rs(void *rs, const struct xdr_buf *msg);
 
 /* trace.c: tracepoints (rpcrdma_cm_trace.h) ---------------------------------- */
 

@@ -253,21 +253,12 @@ static void rpcrdma_cm_bc_buf_free(struct rpc_task *task)
 static int rpcrdma_cm_bc_send_request(struct rpc_rqst *rqst)
 {
 	struct svc_xprt *sxprt = rqst->rq_xprt->bc_xprt;
-	struct xdr_buf *snd = &rqst->rq_snd_buf;
-	u8 *msg;
 	int ret;
 
 	if (!sxprt || test_bit(XPT_DEAD, &sxprt->xpt_flags))
 		return -ENOTCONN;
-	msg = kmalloc(snd->len, GFP_NOIO | __GFP_NOWARN);
-	if (!msg)
-		return -ENOMEM;
-	ret = read_bytes_from_xdr_buf(snd, 0, msg, snd->len);
-	if (!ret) {
-		rqst->rq_xtime = ktime_get();
-		ret = rpcrdma_cm_svc_bc_send_rs(to_x(sxprt)->rs, msg, snd->len);
-	}
-	kfree(msg);
+	rqst->rq_xtime = ktime_get();
+	ret = rpcrdma_cm_svc_bc_send_rs(to_x(sxprt)->rs, &rqst->rq_snd_buf);
 	if (ret == -ENOTCONN)
 		svc_xprt_deferred_close(sxprt);
 	return ret;
@@ -525,6 +516,22 @@ void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt)
 	rqstp->rq_prot = IPPROTO_MAX;
 	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
 	set_bit(RQ_SECURE, &rqstp->rq_flags);
+}
+
+/*
+ * The request's first @n pages become @pages (an argument pulled by RDMA Read
+ * before the request existed), as svcrdma's svc_rdma_read_complete() does:
+ * the request's own go back, and it owns these (the caller's references).
+ */
+void rpcrdma_cm_svc_give_pages(struct svc_rqst *rqstp, struct page **pages, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		if (rqstp->rq_pages[i])
+			put_page(rqstp->rq_pages[i]);
+		rqstp->rq_pages[i] = pages[i];
+	}
 }
 
 /* page_address() is a macro or an inline, as the configuration has it. */

@@ -32,14 +32,17 @@ use kernel::sync::Arc;
 use super::bindings::{
     c_fn, kvec, page, read_bytes_from_xdr_buf, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages,
     rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_reply, rpcrdma_cm_svc_close,
-    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_parts,
-    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts,
-    rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt,
-    rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new,
-    rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf,
+    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
+    rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
+    rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
+    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
+    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+    xdr_buf,
 };
 use super::qp::{MsgRegion, Qp};
-use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net};
+use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
+use core::ptr;
+use kernel::page::Page;
 
 /// Octets per page of a request.
 const PAGE: u32 = kernel::page::PAGE_SIZE as u32;
@@ -79,7 +82,7 @@ pub(crate) trait SvcXprtOps: Send + Sync {
 
     /// The backchannel sends a reverse-direction Call (`msg`, a whole RPC
     /// message): 0 or a negative errno (`-ENOTCONN` closes the transport).
-    fn bc_send(&self, _msg: &[u8]) -> i32 {
+    fn bc_send(&self, _msg: &XdrMsg<'_>) -> i32 {
         -(kernel::bindings::ENOTCONN as i32)
     }
 }
@@ -276,7 +279,7 @@ impl Drop for SvcXprt {
 pub(crate) enum Arg {
     /// In the call context's memory (`SvcCall::arg`, a kept receive
     /// buffer), with the `page_len` octets (XDR-rounded) of a Read chunk
-    /// already in the request's pages ([`SvcRqst::read_into_pages`]) at
+    /// already in the request's pages ([`SvcRqst::take_arg_pages`]) at
     /// `position` of it. No chunk: `position` is the length, `page_len` 0.
     InPlace { position: u32, page_len: u32 },
     /// All of it, `len` octets, in the request's pages.
@@ -310,8 +313,14 @@ impl SvcRqst<'_> {
     }
 
     /// Octets of the request's pages an argument may fill.
-    fn arg_room(p: &rpcrdma_cm_svc_parts) -> u32 {
+    fn arg_room_of(p: &rpcrdma_cm_svc_parts) -> u32 {
         p.arg_pages.saturating_mul(PAGE)
+    }
+
+    /// Octets of the request's pages an argument may fill (every request of
+    /// a service has as many).
+    pub(crate) fn arg_room(&self) -> u32 {
+        Self::arg_room_of(&self.parts())
     }
 
     /// Hands nfsd a Call laid out as `arg` says (its memory: `call.arg()`,
@@ -326,7 +335,7 @@ impl SvcRqst<'_> {
             Err(_) => return ENOMEM.to_errno(),
         };
         let p = self.parts();
-        let room = Self::arg_room(&p);
+        let room = Self::arg_room_of(&p);
         let empty = kvec {
             iov_base: core::ptr::null_mut(),
             iov_len: 0,
@@ -396,9 +405,29 @@ impl SvcRqst<'_> {
         i32::try_from(len).unwrap_or(i32::MAX)
     }
 
+    /// Makes `pages` the request's first argument pages (replacing its own),
+    /// for an [`Arg`] laid out in them as if read there.
+    pub(crate) fn take_arg_pages(&mut self, pages: ArgPages) -> Result {
+        let p = self.parts();
+        if pages.room() > Self::arg_room_of(&p) {
+            return Err(super::errno::emsgsize());
+        }
+        let ArgPages { pages, mut raw } = pages;
+        let n = u32::try_from(raw.len()).map_err(|_| EINVAL)?;
+        // Our references pass to the request: the pages must not be freed here.
+        for pg in pages {
+            core::mem::forget(pg);
+        }
+        // SAFETY: the request is live during recvfrom and has at least `n`
+        // argument pages (checked above); each of `raw` is a page whose one
+        // reference we give it.
+        unsafe { rpcrdma_cm_svc_give_pages(self.raw, raw.as_mut_ptr(), n) };
+        Ok(())
+    }
+
     /// Checks that `offset..offset + len` lies in the request's argument pages.
     fn arg_range(p: &rpcrdma_cm_svc_parts, offset: u32, len: u32) -> Result {
-        let room = Self::arg_room(p);
+        let room = Self::arg_room_of(p);
         if offset > room || len > room - offset {
             return Err(super::errno::emsgsize());
         }
@@ -427,25 +456,6 @@ impl SvcRqst<'_> {
         Ok(())
     }
 
-    /// RDMA Read of `len` octets of the peer's memory (`rkey`, `addr`)
-    /// straight into the request's pages at `offset`; returns the WRs it
-    /// took. Waits for the transfer.
-    pub(crate) fn read_into_pages(
-        &mut self,
-        qp: &Qp,
-        offset: u32,
-        len: u32,
-        rkey: u32,
-        addr: u64,
-    ) -> Result<u32> {
-        let p = self.parts();
-        Self::arg_range(&p, offset, len)?;
-        // SAFETY: the request's pages are nfsd's to fill during recvfrom and
-        // the range lies in them (checked above); the Read completes before
-        // the call returns.
-        unsafe { rdma_pages(qp, p.pages, offset, len, rkey, addr, false) }
-    }
-
     /// rq_res, nfsd's encoded reply.
     fn res(&self) -> &xdr_buf {
         // SAFETY: the request is live during sendto, and nfsd is done encoding
@@ -463,7 +473,10 @@ impl SvcRqst<'_> {
 
     /// RDMA Write of the reply's octets `offset..offset + len` to the peer's
     /// memory (`rkey`, `addr`) straight from the reply's pages; returns the
-    /// WRs it took. `ERANGE` unless [`Self::res_in_pages`].
+    /// WRs it took once they are posted, without waiting for them (as
+    /// svcrdma): the Write keeps its pages until it completes, and the reply's
+    /// Send, posted after it on the same QP, reaches the client after the
+    /// data. `ERANGE` unless [`Self::res_in_pages`].
     pub(crate) fn write_from_res(
         &self,
         qp: &Qp,
@@ -480,8 +493,8 @@ impl SvcRqst<'_> {
         let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
         let at = res.page_base + (offset - head);
         // SAFETY: the range lies in the reply's page list (checked above),
-        // which stays until sendto returns; the Write completes before the
-        // call returns.
+        // which stays until sendto returns; C takes its own page references
+        // for the Write, which may outlast that.
         unsafe { rdma_pages(qp, res.pages, at, len, rkey, addr, true) }
     }
 
@@ -492,22 +505,41 @@ impl SvcRqst<'_> {
 
     /// Copies `out.len()` octets of the reply from `offset` into `out`.
     pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
+        XdrMsg { buf: self.res() }.read(offset, out)
+    }
+}
+
+/// An RPC message sunrpc encoded (a `struct xdr_buf`: head, pages, tail),
+/// read by copying out of it.
+pub(crate) struct XdrMsg<'a> {
+    buf: &'a xdr_buf,
+}
+
+impl XdrMsg<'_> {
+    /// Its length in octets.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len as usize
+    }
+
+    /// Copies `out.len()` octets from `offset` into `out`; fails if the message
+    /// is shorter.
+    pub(crate) fn read(&self, offset: u32, out: &mut [u8]) -> Result {
         let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
-        // SAFETY: rq_res is live (see `res`); the function writes at most
-        // `len` octets to `out`, or fails if the reply is shorter.
+        // SAFETY: `self.buf` is a live xdr_buf (borrowed for 'a); the function
+        // writes at most `len` octets to `out`.
         to_result(unsafe {
-            read_bytes_from_xdr_buf(self.res(), offset, out.as_mut_ptr().cast(), len)
+            read_bytes_from_xdr_buf(self.buf, offset, out.as_mut_ptr().cast(), len)
         })
     }
 }
 
 /// RDMA Read into, or Write from, `len` octets at byte `offset` of the page
 /// array `pages`, with the peer's memory at `addr` (`rkey`); returns the WRs
-/// it took, after the transfer completed.
+/// it took: a Read once completed, a Write once posted (see chunk.c).
 ///
 /// # Safety
 ///
-/// Those octets' pages are live and the caller's to read or fill till then.
+/// Those octets' pages are live and the caller's to read or fill during the call.
 unsafe fn rdma_pages(
     qp: &Qp,
     pages: *mut *mut page,
@@ -517,10 +549,108 @@ unsafe fn rdma_pages(
     addr: u64,
     write: bool,
 ) -> Result<u32> {
-    // SAFETY: see above; `qp` is a live handle.
-    let r = unsafe { rpcrdma_cm_rdma_pages(qp.raw(), pages, offset, len, rkey, addr, write) };
+    // SAFETY: see above; `qp` is a live handle; no `done`: a Read is waited for.
+    let r = unsafe {
+        rpcrdma_cm_rdma_pages(
+            qp.raw(),
+            pages,
+            offset,
+            len,
+            rkey,
+            addr,
+            write,
+            ptr::null_mut(),
+        )
+    };
     to_result(r)?;
     Ok(r.unsigned_abs())
+}
+
+/// Pages the module fills by RDMA Read with a call's Read chunk before nfsd
+/// has a request for it (the thread that received the call does not wait),
+/// then hands to the request that takes the call ([`SvcRqst::take_arg_pages`]),
+/// as svcrdma does.
+pub(crate) struct ArgPages {
+    pages: KVec<Page>,
+    /// The same pages, as C takes them.
+    raw: KVec<*mut page>,
+}
+
+// SAFETY: the raw pointers are those of `pages`, which the struct owns; pages
+// are not tied to a thread.
+unsafe impl Send for ArgPages {}
+// SAFETY: `&ArgPages` only hands the pointers to C for an RDMA Read, which
+// reads the array during the call.
+unsafe impl Sync for ArgPages {}
+
+impl ArgPages {
+    /// Pages for `len` octets. The last is zeroed: the XDR pad octets of a
+    /// chunk are not read from the peer and must not carry old memory.
+    pub(crate) fn new(len: u32) -> Result<Self> {
+        let n = len.div_ceil(PAGE) as usize;
+        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut raw = KVec::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n {
+            let flags = if i + 1 == n {
+                GFP_KERNEL | __GFP_ZERO
+            } else {
+                GFP_KERNEL
+            };
+            let pg = Page::alloc_page(flags)?;
+            raw.push(pg.as_ptr(), GFP_KERNEL)?;
+            pages.push(pg, GFP_KERNEL)?;
+        }
+        Ok(ArgPages { pages, raw })
+    }
+
+    /// Octets they hold.
+    fn room(&self) -> u32 {
+        u32::try_from(self.pages.len())
+            .unwrap_or(u32::MAX)
+            .saturating_mul(PAGE)
+    }
+
+    /// Starts an RDMA Read of `len` octets of the peer's memory (`rkey`,
+    /// `addr`) into these pages at `offset`; returns the WRs it took once
+    /// posted. When it ends, the QP's owner is handed `done` with its status
+    /// ([`CmHandler::rw_done`](super::rdma_cm::CmHandler::rw_done)); the chain
+    /// keeps its own references on the pages until then.
+    pub(crate) fn read_async(
+        &self,
+        qp: &Qp,
+        offset: u32,
+        len: u32,
+        rkey: u32,
+        addr: u64,
+        done: RwDone,
+    ) -> Result<u32> {
+        if offset > self.room() || len > self.room() - offset {
+            return Err(super::errno::emsgsize());
+        }
+        let ctx = done.into_c()?;
+        // SAFETY: `self.raw` holds live pages of ours covering the range
+        // (checked above); C reads the array during the call only (and takes
+        // its own page references); `qp` is a live handle; `ctx` is handed
+        // back by rpcrdma_cm_rw_done_rs unless this fails.
+        let r = unsafe {
+            rpcrdma_cm_rdma_pages(
+                qp.raw(),
+                self.raw.as_ptr().cast_mut(),
+                offset,
+                len,
+                rkey,
+                addr,
+                false,
+                ctx,
+            )
+        };
+        if r < 0 {
+            // SAFETY: the post failed, so C never hands `ctx` back: it is ours.
+            drop(unsafe { RwDone::from_c(ctx) });
+        }
+        to_result(r)?;
+        Ok(r.unsigned_abs())
+    }
 }
 
 /// The ops of transport `rs` (its context box).
@@ -646,15 +776,17 @@ extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
 c_fn!(rpcrdma_cm_svc_detach_rs);
 
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const u8, len: u32) -> c_int {
-    if rs.is_null() {
+extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) -> c_int {
+    if rs.is_null() || msg.is_null() {
         return -(kernel::bindings::ENOTCONN as c_int);
     }
-    // SAFETY: C passes a buffer of `len` octets, valid for the call.
-    let msg = unsafe { core::slice::from_raw_parts(msg, len as usize) };
+    // SAFETY: the request's rq_snd_buf, which sunrpc keeps unchanged while it
+    // sends.
+    let buf = unsafe { &*msg };
+    let msg = XdrMsg { buf };
     // SAFETY: a live transport's context: the backchannel holds a reference
     // on the server transport while it sends.
-    unsafe { ops(rs) }.bc_send(msg)
+    unsafe { ops(rs) }.bc_send(&msg)
 }
 c_fn!(rpcrdma_cm_svc_bc_send_rs);
 
