@@ -628,10 +628,9 @@ impl ArgPages {
             return Err(super::errno::emsgsize());
         }
         let ctx = done.into_c()?;
-        // SAFETY: `self.raw` holds live pages of ours covering the range
-        // (checked above); C reads the array during the call only (and takes
-        // its own page references); `qp` is a live handle; `ctx` is handed
-        // back by rpcrdma_cm_rw_done_rs unless this fails.
+        // C takes its own page references; `ctx` comes back by rpcrdma_cm_rw_done_rs unless this fails.
+        // SAFETY: `self.raw` holds live pages of ours covering the range (checked
+        // above), read by C during the call only; `qp` is a live handle.
         let r = unsafe {
             rpcrdma_cm_rdma_pages(
                 qp.raw(),
