@@ -28,9 +28,11 @@ use kernel::sync::{Arc, Mutex};
 use kernel::time::Ktime;
 
 mod client;
+mod rpc_xprt;
 mod svc;
 mod testing;
 mod xprt;
+pub(crate) use rpc_xprt::ClientFactory;
 pub(crate) use svc::Factory;
 pub(crate) use testing::BenchFile;
 pub(crate) use xprt::{RpcsFile, XprtFile};
@@ -591,6 +593,10 @@ struct ConnInner {
     svc: Option<SvcXprt>,
     /// Calls received for nfsd, not yet handed to it.
     svc_queue: Fifo<svc::SvcItem>,
+    /// Client: the mount whose transport this is, until it closes.
+    owner: Option<Arc<rpc_xprt::ClientXprt>>,
+    /// Client: made for a mount (kept for debugfs once closed).
+    for_mount: bool,
 }
 
 impl ConnInner {
@@ -610,6 +616,8 @@ impl ConnInner {
             x: xprt::XprtState::new(first_xid),
             svc: None,
             svc_queue: Fifo::new(),
+            owner: None,
+            for_mount: false,
         }
     }
 
@@ -659,7 +667,7 @@ impl Conn {
     /// [`Conn::close`], but the caller gets the id (if it was still held) to
     /// release it; `None` if the connection was closed already.
     fn close_keep_id(&self, why: Closed, status: i32) -> Option<Option<CmId>> {
-        let (cm, queued) = {
+        let (cm, queued, owner) = {
             let mut g = self.inner.lock();
             if !g.state.close(why, status) {
                 return None;
@@ -670,11 +678,15 @@ impl Conn {
             if let Some(x) = &g.svc {
                 x.close();
             }
-            (g.cm.take(), g.svc_queue.take())
+            (g.cm.take(), g.svc_queue.take(), g.owner.take())
         };
         // Calls nfsd never saw: their buffers go back (the QP's teardown
         // waits for them).
         drop(queued);
+        // A mount's transport learns that its connection is gone.
+        if let Some(o) = owner {
+            o.closed(self);
+        }
         self.cv.notify_all();
         self.state.retire(self);
         Some(cm)
@@ -847,6 +859,8 @@ impl CmHandler for Conn {
                 }
                 drop(g);
                 self.touch();
+                // A mount's connect worker waits for this.
+                self.cv.notify_all();
             }
             EventKind::AddrChange => {
                 st.inc(Counter::AddrChanges);
@@ -1156,6 +1170,9 @@ impl Conn {
         )?;
         if self.nfsd {
             m.write_str(" for=nfsd")?;
+        }
+        if g.for_mount {
+            m.write_str(" for=mount")?;
         }
         if let ConnState::Closed(_, e) = g.state {
             if e != 0 {

@@ -45,6 +45,7 @@ struct RpcrdmaCm {
     watch: Option<sys::ib_client::DeviceWatch>,
     tick: Option<sys::workqueue::Tick>,
     svc: Option<sys::svc::SvcClass>,
+    xprt: Option<sys::xprt::XprtClass>,
     /// Dropped last: waits until every connection is torn down.
     queue: Option<sys::workqueue::ModuleQueue>,
 }
@@ -114,6 +115,7 @@ impl kernel::Module for RpcrdmaCm {
             watch: None,
             tick: None,
             svc: None,
+            xprt: None,
             queue: Some(queue),
         };
         // On error `module` is dropped: its Drop tears down what was started.
@@ -144,6 +146,21 @@ impl kernel::Module for RpcrdmaCm {
                 Err(e) => return Err(e),
             }
         }
+        // NFS mounts with -o rdma can now use our client class.
+        if sys::param::xprt_class() {
+            let factory: Arc<dyn sys::xprt::XprtFactory> =
+                Arc::new(conn::ClientFactory(module.state.clone()), GFP_KERNEL)?;
+            match sys::xprt::XprtClass::register(factory) {
+                Ok(c) => module.xprt = Some(c),
+                Err(e) if e == EEXIST => {
+                    pr_err!(
+                        "client transport class \"rdma\" is registered already (by rpcrdma.ko?): unload it (modprobe -r rpcrdma) or load rpcrdma_cm with xprt_class=0\n"
+                    );
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
         pr_info!("loaded\n");
         Ok(module)
     }
@@ -165,6 +182,7 @@ impl Drop for RpcrdmaCm {
         // (some deferred out of CM handlers) has finished.
         // No transport of the class exists (each holds a module reference).
         drop(self.svc.take());
+        drop(self.xprt.take());
         drop(self.debugfs.take());
         drop(self.watch.take());
         drop(self.tick.take());

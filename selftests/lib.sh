@@ -5,7 +5,7 @@ TOP=${TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 KO=${KO:-$TOP/rpcrdma_cm.ko}
 # Linux's rpcrdma.ko is loaded as the peer and holds the server class name
 # "rdma": ours registers as "rdmacm" in the tests (nfsd's portlist names it).
-KO_ARGS=${KO_ARGS-svc_class=rdmacm}
+KO_ARGS=${KO_ARGS-svc_class=rdmacm xprt_class=0}
 DBG=/sys/kernel/debug/rpcrdma_cm
 # Addresses that exist only inside the guest (TEST-NET-1, RFC 5737).
 ADDR=192.0.2.1
@@ -190,6 +190,14 @@ load_c_transport() {
 start_nfsd() {
 	load_c_transport || return 1
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist 2>/dev/null && return 0
+	nfsd_up || return 1
+	echo "rdma 20049" >/proc/fs/nfsd/portlist || return 1
+	grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
+# nfsd running (TCP only until a caller adds an RDMA listener), exporting
+# /tmp/export. Idempotent.
+nfsd_up() {
 	mkdir -p /tmp/export /run/rpcbind /var/lib/nfs/v4recovery
 	mountpoint -q /tmp/export || mount -t tmpfs -o size=256m tmpfs /tmp/export || return 1
 	echo "/tmp/export *(rw,fsid=0,insecure,no_root_squash,no_subtree_check)" >/etc/exports
@@ -204,9 +212,21 @@ start_nfsd() {
 	pgrep -x rpcbind >/dev/null || rpcbind -w || return 1
 	exportfs -ra || return 1
 	pgrep -x rpc.mountd >/dev/null || rpc.mountd || return 1
-	rpc.nfsd 2 || return 1
-	echo "rdma 20049" >/proc/fs/nfsd/portlist || return 1
-	grep -q "rdma 20049" /proc/fs/nfsd/portlist
+	rpc.nfsd 2
+}
+
+# Stops nfsd and unloads both transports: Linux's rpcrdma.ko (whose client
+# class cannot live beside ours) and ours.
+unload_transports() {
+	local i
+	rpc.nfsd 0 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		[ -d /sys/module/rpcrdma ] && rmmod rpcrdma 2>/dev/null
+		module_loaded && rmmod rpcrdma_cm 2>/dev/null
+		[ -d /sys/module/rpcrdma ] || module_loaded || return 0
+		sleep 0.1
+	done
+	fail "cannot unload rpcrdma.ko or rpcrdma_cm: $(lsmod | grep -E '^rpcrdma' | tr '\n' ' ')"
 }
 
 # Files in nfsd's export: f_N (N random octets), w_N (empty, to be written),

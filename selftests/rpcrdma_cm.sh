@@ -67,6 +67,7 @@ ALL_TESTS="
 	malformed_headers_to_nfsd_over_rust_transport
 	nfsd_over_ipv6_and_device_removal
 	rmmod_refused_while_nfsd_uses_the_class
+	nfs_client_over_rust_transport
 	dmesg_clean
 "
 
@@ -1807,6 +1808,52 @@ rmmod_refused_while_nfsd_uses_the_class() {
 	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
 	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
 	! module_loaded || { fail "rmmod refused after nfsd stopped: $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# The kernel's NFS client over our client transport, against nfsd over our
+# server transport, in one kernel: rpcrdma.ko unloaded (its client class and
+# ours cannot both be registered), `insmod rpcrdma_cm.ko` with the client
+# class, `mount -o rdma`. At NFS 3 and 4.0 what users do works byte for
+# byte (nfs_session); the mount's connection shows in debugfs (for=mount,
+# negotiated 4 KiB both ways); /proc/self/mountstats has xprtrdma's "xprt:
+# rdma" line, whose Reply chunk count rises with a 500-entry listing and
+# whose Position-Zero Read chunks carry long calls; rmmod is refused while
+# the mount holds the class, and succeeds once it is gone.
+nfs_client_over_rust_transport() {
+	local v mnt=/tmp/mnt_oc line ms r0 r1 ok=0
+	unload_transports || return 1
+	load_module xprt_class=1 || return 1
+	nfsd_up || { fail "nfsd"; return 1; }
+	echo "rdmacm $NFS_PORT" >/proc/fs/nfsd/portlist || { fail "portlist"; return 1; }
+	grep -q '^rdma ' /proc/sys/sunrpc/transports && { fail "a client class rdma is registered twice?"; ok=1; }
+	[ -f /tmp/nfs_src.bin ] || head -c $((16 << 20)) /dev/urandom >/tmp/nfs_src.bin
+	nfs_files || return 1
+	for v in 3 4.0; do
+		nfs_session "$v" || ok=1
+	done
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=3,nolock "$ADDR:/tmp/export" "$mnt" ||
+		{ fail "mount"; return 1; }
+	line=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	ktap_print_msg "mount's connection: $line"
+	expect "$line" role=client c2s=4096 s2c=4096 outcome=found || ok=1
+	r0=$(mountstat 13)
+	echo 3 >/proc/sys/vm/drop_caches
+	[ "$(ls "$mnt/d500" | wc -l)" = 500 ] || { fail "$(ls "$mnt/d500" | wc -l) of 500 entries"; ok=1; }
+	cmp -s "$mnt/f_1048576" /tmp/export/f_1048576 || { fail "f_1048576 read back differs"; ok=1; }
+	r1=$(mountstat 13)
+	ms=$(awk '$1 == "xprt:" && $2 == "rdma"' /proc/self/mountstats)
+	ktap_print_msg "mountstats: $ms"
+	[ "$(echo "$ms" | wc -w)" = 29 ] || { fail "the xprt line has $(echo "$ms" | wc -w) fields, not xprtrdma's 29"; ok=1; }
+	[ "$((r1 - r0))" -gt 0 ] || { fail "no Reply chunk for the listing or the READs"; ok=1; }
+	rmmod rpcrdma_cm 2>/dev/null && { fail "rmmod succeeded while a mount uses the class"; return 1; }
+	umount "$mnt" || { fail "umount"; ok=1; }
+	grep " for=mount" "$DBG/connections" | grep -q state=established &&
+		{ fail "a mount's connection is still open after umount"; ok=1; }
+	rpc.nfsd 0
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused after umount: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
 

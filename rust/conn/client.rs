@@ -236,9 +236,9 @@ fn is_pattern(data: &[u8], seed: u32, from: usize) -> bool {
 #[derive(Default)]
 pub(super) struct CallChunks {
     /// Read chunk or Position-Zero Read chunk.
-    call: Option<Chunk>,
+    pub(super) call: Option<Chunk>,
     /// Write chunk or Reply chunk.
-    reply: Option<Chunk>,
+    pub(super) reply: Option<Chunk>,
 }
 
 fn call_plan_name(p: &CallPlan) -> &'static str {
@@ -652,9 +652,10 @@ impl Conn {
     }
 
     /// Releases the call's chunks; `invalidated` is the rkey the reply's Send
-    /// With Invalidate invalidated, if any.
-    fn release_chunks(&self, chunks: CallChunks, invalidated: Option<u32>) {
+    /// With Invalidate invalidated, if any. Returns the LOCAL_INVs it took.
+    pub(super) fn release_chunks(&self, chunks: CallChunks, invalidated: Option<u32>) -> u32 {
         let mut matched = false;
+        let mut local = 0;
         for mut c in [chunks.call, chunks.reply].into_iter().flatten() {
             if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
                 c.remotely_invalidated();
@@ -662,6 +663,7 @@ impl Conn {
             }
             if c.release() {
                 self.count(X::LocalInvalidations, 1);
+                local += 1;
             }
         }
         match (invalidated, matched) {
@@ -671,6 +673,7 @@ impl Conn {
             (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
             _ => {}
         }
+        local
     }
 
     /// Waits on the connection's condition variable for at most `left`

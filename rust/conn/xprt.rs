@@ -314,7 +314,13 @@ impl Conn {
         self.touch();
         self.count(X::BytesRecv, wc.data.len() as u64);
         match self.role {
-            Role::Client => self.reply_received(wc.data, wc.invalidated),
+            Role::Client => {
+                let owner = self.inner.lock().owner.clone();
+                match owner {
+                    Some(o) => o.received(self, wc.data, wc.invalidated),
+                    None => self.reply_received(wc.data, wc.invalidated),
+                }
+            }
             Role::Server if self.nfsd => self.svc_received(qp, wc),
             Role::Server => self.builtin_call_received(qp, wc.data),
         }

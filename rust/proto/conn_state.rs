@@ -31,6 +31,8 @@ pub enum Closed {
     ClosedByUser,
     /// nfsd closed its transport (stopping, idle, its own limits).
     ClosedByNfsd,
+    /// sunrpc closed a mount's transport (unmount, RPC timeout, reconnect).
+    ClosedBySunrpc,
     /// The server closed a connection that carried nothing for `idle_timeout`.
     IdleTimeout,
     /// The module was unloaded.
@@ -60,6 +62,7 @@ impl Closed {
             Closed::DeviceRemoved => "device_removed",
             Closed::ClosedByUser => "closed_by_user",
             Closed::ClosedByNfsd => "closed_by_nfsd",
+            Closed::ClosedBySunrpc => "closed_by_sunrpc",
             Closed::IdleTimeout => "idle_timeout",
             Closed::Unloaded => "unloaded",
             Closed::CreateFailed => "create_failed",

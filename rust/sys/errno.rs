@@ -22,4 +22,10 @@ errnos! {
     etimedout => ETIMEDOUT,
     eproto => EPROTO,
     eremoteio => EREMOTEIO,
+    econnrefused => ECONNREFUSED,
+    econnreset => ECONNRESET,
+    enetunreach => ENETUNREACH,
+    enetdown => ENETDOWN,
+    ehostunreach => EHOSTUNREACH,
+    enobufs => ENOBUFS,
 }

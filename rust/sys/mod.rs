@@ -20,3 +20,4 @@ pub(crate) mod svc;
 pub(crate) mod trace;
 pub(crate) mod wait;
 pub(crate) mod workqueue;
+pub(crate) mod xprt;

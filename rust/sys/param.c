@@ -159,6 +159,15 @@ module_param_cb(svc_class, &rpcrdma_cm_svc_class_ops, &rpcrdma_cm_param_svc_clas
 MODULE_PARM_DESC(svc_class,
 		 "Server transport class to register for nfsd (portlist \"NAME PORT\"); empty: none (default: rdma)");
 
+/*
+ * The client transport class NFS mounts find by netid "rdma" and "rdma6"
+ * (in place of rpcrdma.ko's, which cannot be loaded beside it).
+ */
+bool rpcrdma_cm_param_xprt_class = true;
+module_param_named(xprt_class, rpcrdma_cm_param_xprt_class, bool, 0444);
+MODULE_PARM_DESC(xprt_class,
+		 "Register the client transport class NFS mounts use (mount -o rdma); N: none, so that rpcrdma.ko's can be loaded (default: Y)");
+
 bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 module_param_named(test_no_mem_mgt_ext, rpcrdma_cm_param_test_no_mem_mgt_ext, bool, 0644);
 MODULE_PARM_DESC(test_no_mem_mgt_ext,

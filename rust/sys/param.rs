@@ -14,6 +14,7 @@ use super::bindings::{
     rpcrdma_cm_param_recv_size, rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest,
     rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_test_listen_delay_ms,
     rpcrdma_cm_param_test_no_mem_mgt_ext, rpcrdma_cm_param_test_teardown_delay_ms,
+    rpcrdma_cm_param_xprt_class,
 };
 use crate::proto::config::{check_listen_param, check_size_param, check_svc_class_param};
 
@@ -81,6 +82,11 @@ pub(crate) fn listen() -> &'static str {
 /// `svc_class`: the server transport class to register ("" for none).
 pub(crate) fn svc_class() -> &'static CStr {
     load_time_str(read_param!(rpcrdma_cm_param_svc_class))
+}
+
+/// `xprt_class`: register the client transport class (read at load).
+pub(crate) fn xprt_class() -> bool {
+    read_param!(rpcrdma_cm_param_xprt_class)
 }
 
 /// `max_connections`: server connections at most (1 to 65535).

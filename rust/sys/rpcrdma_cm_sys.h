@@ -43,7 +43,7 @@ struct workqueue_struct;
 
 /*
  * The values, read by Rust (rust/sys/param.rs) as READ_ONCE does: each may
- * change at run time but for selftest, listen and svc_class (0444), whose
+ * change at run time but for selftest, listen, svc_class and xprt_class (0444), whose
  * strings live unchanged until the module is unloaded.
  */
 extern bool rpcrdma_cm_param_selftest;
@@ -53,6 +53,7 @@ extern bool rpcrdma_cm_param_remote_invalidate;
 extern bool rpcrdma_cm_param_legacy;
 extern char *rpcrdma_cm_param_listen;
 extern char *rpcrdma_cm_param_svc_class;
+extern bool rpcrdma_cm_param_xprt_class;
 extern bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 
 /* An unsigned parameter and the range it is checked against. */
@@ -268,6 +269,68 @@ void rpcrdma_cm_svc_release_ctxt_rs(void *ctxt);
 void rpcrdma_cm_svc_detach_rs(void *rs);
 void rpcrdma_cm_svc_free_rs(void *rs);
 int rpcrdma_cm_svc_bc_send_rs(void *rs, const struct xdr_buf *msg);
+
+/* xprt.c: the client transport class NFS mounts use ------------------------- */
+
+struct rpc_rqst;
+struct rpcrdma_cm_xprt;
+
+/* Requests in flight per mount at most: the slot table, and the credits asked. */
+#define RPCRDMA_CM_XPRT_SLOTS 32
+
+int rpcrdma_cm_xprt_register(void);
+void rpcrdma_cm_xprt_unregister(void);
+
+/* One request as send_request hands it to Rust. */
+struct rpcrdma_cm_rqst {
+	u32 xid;			/* rq_xid in host order */
+	const struct xdr_buf *snd;	/* the Call (rq_snd_buf) */
+	u32 rcvsize;			/* room for the Reply (rq_rcv_buf.buflen: head, pages, tail) */
+};
+
+/* The counters of xprtrdma's mountstats line, in its order (xprt.c prints them). */
+struct rpcrdma_cm_xprt_stats {
+	u64 read_chunk_count;
+	u64 write_chunk_count;
+	u64 reply_chunk_count;
+	u64 total_rdma_request;
+	u64 total_rdma_reply;
+	u64 pullup_copy_count;
+	u64 fixup_copy_count;
+	u64 hardway_register_count;
+	u64 failed_marshal_count;
+	u64 bad_reply_count;
+	u64 nomsg_call_count;
+	u64 mrs_recycled;
+	u64 mrs_orphaned;
+	u64 mrs_allocated;
+	u64 local_inv_needed;
+	u64 empty_sendctx_q;
+};
+
+/* The request waiting for a Reply with @xid, pinned; NULL if none. */
+struct rpc_rqst *rpcrdma_cm_xprt_lookup(struct rpcrdma_cm_xprt *x, u32 xid);
+/* Where a pinned request's Reply goes (rq_private_buf). */
+struct xdr_buf *rpcrdma_cm_xprt_rcv_buf(struct rpc_rqst *rqst);
+/* Completes and unpins it: @len octets arrived, or @status < 0 fails it. */
+void rpcrdma_cm_xprt_complete(struct rpcrdma_cm_xprt *x, struct rpc_rqst *rqst, u32 len,
+			      int status);
+/* The server granted @credits: the congestion window follows. */
+void rpcrdma_cm_xprt_set_credits(struct rpcrdma_cm_xprt *x, u32 credits);
+/* The connection is gone: sunrpc closes the transport and reconnects. */
+void rpcrdma_cm_xprt_force_disconnect(struct rpcrdma_cm_xprt *x);
+/* The transport's namespace and the server's address. */
+struct net *rpcrdma_cm_xprt_net(struct rpcrdma_cm_xprt *x);
+const struct sockaddr *rpcrdma_cm_xprt_addr(struct rpcrdma_cm_xprt *x);
+
+/* Implemented in Rust (rust/sys/xprt.rs). */
+int rpcrdma_cm_xprt_create_rs(struct rpcrdma_cm_xprt *x, void **rs);
+int rpcrdma_cm_xprt_connect_rs(void *rs);
+void rpcrdma_cm_xprt_close_rs(void *rs);
+int rpcrdma_cm_xprt_send_rs(void *rs, const struct rpcrdma_cm_rqst *rq);
+void rpcrdma_cm_xprt_buf_free_rs(void *rs, u32 xid);
+void rpcrdma_cm_xprt_stats_rs(void *rs, struct rpcrdma_cm_xprt_stats *st);
+void rpcrdma_cm_xprt_free_rs(void *rs);
 
 /* trace.c: tracepoints (rpcrdma_cm_trace.h) ---------------------------------- */
 

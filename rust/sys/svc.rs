@@ -515,7 +515,12 @@ pub(crate) struct XdrMsg<'a> {
     buf: &'a xdr_buf,
 }
 
-impl XdrMsg<'_> {
+impl<'a> XdrMsg<'a> {
+    /// The message `buf` holds, which stays unchanged while this lives.
+    pub(crate) fn new(buf: &'a xdr_buf) -> Self {
+        XdrMsg { buf }
+    }
+
     /// Its length in octets.
     pub(crate) fn len(&self) -> usize {
         self.buf.len as usize
