@@ -112,6 +112,9 @@ counters! {
     SvcPayloadsCopied => "nfsd_payloads_copied",
     BcCalls => "bc_calls_sent",
     BcReplies => "bc_replies_received",
+    BcCallsReceived => "bc_calls_received",
+    BcRepliesSent => "bc_replies_sent",
+    BcOverflows => "bc_overflows",
 }
 
 const N: usize = NAMES.len();

@@ -1380,7 +1380,13 @@ NFS_PORT=20051
 # nfsd listening through our class (rdmacm, port $NFS_PORT) next to
 # svcrdma's (rdma 20049). Idempotent.
 start_nfsd_on_ours() {
-	start_nfsd || return 1
+	if [ "$(cat "$PARAMS/xprt_class" 2>/dev/null)" = Y ]; then
+		# Our client class holds "rdma": rpcrdma.ko cannot be loaded, and
+		# nfsd listens through our server class alone.
+		nfsd_up || return 1
+	else
+		start_nfsd || return 1
+	fi
 	grep -q "rdmacm $NFS_PORT" /proc/fs/nfsd/portlist && return 0
 	echo "rdmacm $NFS_PORT" >/proc/fs/nfsd/portlist || return 1
 	grep -q "rdmacm $NFS_PORT" /proc/fs/nfsd/portlist
@@ -1814,39 +1820,57 @@ rmmod_refused_while_nfsd_uses_the_class() {
 # The kernel's NFS client over our client transport, against nfsd over our
 # server transport, in one kernel: rpcrdma.ko unloaded (its client class and
 # ours cannot both be registered), `insmod rpcrdma_cm.ko` with the client
-# class, `mount -o rdma`. At NFS 3 and 4.0 what users do works byte for
-# byte (nfs_session); the mount's connection shows in debugfs (for=mount,
+# class, `mount -o rdma`. At NFS 3, 4.0, 4.1 and 4.2 what users do works
+# byte for byte (nfs_session); a delegation is recalled through both
+# backchannels (CB_RECALL in at the client, its Reply out); the mount's connection shows in debugfs (for=mount,
 # negotiated 4 KiB both ways); /proc/self/mountstats has xprtrdma's "xprt:
-# rdma" line, whose Reply chunk count rises with a 500-entry listing and
-# whose Position-Zero Read chunks carry long calls; rmmod is refused while
+# rdma" line: a 500-entry listing takes a Reply chunk, a 1 MiB READ lands in
+# the page cache through a Write chunk (nothing copied into pages), a 1 MiB
+# WRITE leaves from it through a Read chunk; rmmod is refused while
 # the mount holds the class, and succeeds once it is gone.
 nfs_client_over_rust_transport() {
-	local v mnt=/tmp/mnt_oc line ms r0 r1 ok=0
+	local v mnt=/tmp/mnt_oc line ms r0 r1 c0 ok=0
 	unload_transports || return 1
 	load_module xprt_class=1 || return 1
-	nfsd_up || { fail "nfsd"; return 1; }
-	echo "rdmacm $NFS_PORT" >/proc/fs/nfsd/portlist || { fail "portlist"; return 1; }
-	grep -q '^rdma ' /proc/sys/sunrpc/transports && { fail "a client class rdma is registered twice?"; ok=1; }
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	[ -d /sys/module/rpcrdma ] && { fail "rpcrdma.ko is loaded"; ok=1; }
 	[ -f /tmp/nfs_src.bin ] || head -c $((16 << 20)) /dev/urandom >/tmp/nfs_src.bin
 	nfs_files || return 1
-	for v in 3 4.0; do
+	for v in 3 4.0 4.1 4.2; do
 		nfs_session "$v" || ok=1
 	done
+	# NFSv4.1 callbacks reach the client over our client transport's
+	# backchannel (and leave the server over our server's).
+	c0=$(stat bc_calls_received)
+	delegation_recall_over_backchannel || ok=1
+	ktap_print_msg "client side: bc_calls_received +$(($(stat bc_calls_received) - c0)) bc_replies_sent $(stat bc_replies_sent) bc_overflows $(stat bc_overflows)"
+	[ "$(stat bc_calls_received)" -gt "$c0" ] && [ "$(stat bc_replies_sent)" -gt 0 ] ||
+		{ fail "no backchannel Call received or Reply sent by our client transport"; ok=1; }
 	mkdir -p "$mnt"
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=3,nolock "$ADDR:/tmp/export" "$mnt" ||
 		{ fail "mount"; return 1; }
 	line=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
 	ktap_print_msg "mount's connection: $line"
 	expect "$line" role=client c2s=4096 s2c=4096 outcome=found || ok=1
-	r0=$(mountstat 13)
+	r0=$(mountstat 13) w0=$(mountstat 12) rd0=$(mountstat 11)
 	echo 3 >/proc/sys/vm/drop_caches
 	[ "$(ls "$mnt/d500" | wc -l)" = 500 ] || { fail "$(ls "$mnt/d500" | wc -l) of 500 entries"; ok=1; }
+	# READ only: inline READDIR replies are copied into their pages (as
+	# with xprtrdma), READ data must not be.
+	f0=$(mountstat 17)
 	cmp -s "$mnt/f_1048576" /tmp/export/f_1048576 || { fail "f_1048576 read back differs"; ok=1; }
-	r1=$(mountstat 13)
+	f1=$(mountstat 17)
+	cp /tmp/export/f_1048576 "$mnt/w_1048576" && sync || { fail "write w_1048576"; ok=1; }
+	cmp -s /tmp/export/f_1048576 /tmp/export/w_1048576 || { fail "the server's w_1048576 differs"; ok=1; }
+	r1=$(mountstat 13) w1=$(mountstat 12) rd1=$(mountstat 11)
 	ms=$(awk '$1 == "xprt:" && $2 == "rdma"' /proc/self/mountstats)
 	ktap_print_msg "mountstats: $ms"
+	ktap_print_msg "reply chunks +$((r1 - r0)), write chunks +$((w1 - w0)), read chunks +$((rd1 - rd0)), octets copied into pages +$((f1 - f0))"
 	[ "$(echo "$ms" | wc -w)" = 29 ] || { fail "the xprt line has $(echo "$ms" | wc -w) fields, not xprtrdma's 29"; ok=1; }
-	[ "$((r1 - r0))" -gt 0 ] || { fail "no Reply chunk for the listing or the READs"; ok=1; }
+	[ "$((r1 - r0))" -gt 0 ] || { fail "no Reply chunk for the 500-entry listing"; ok=1; }
+	[ "$((w1 - w0))" -ge 1 ] || { fail "READ data did not come in a Write chunk"; ok=1; }
+	[ "$((rd1 - rd0))" -ge 1 ] || { fail "WRITE data did not leave in a Read chunk"; ok=1; }
+	[ "$f1" = "$f0" ] || { fail "READ data was copied into the page cache ($((f1 - f0)) octets)"; ok=1; }
 	rmmod rpcrdma_cm 2>/dev/null && { fail "rmmod succeeded while a mount uses the class"; return 1; }
 	umount "$mnt" || { fail "umount"; ok=1; }
 	grep " for=mount" "$DBG/connections" | grep -q state=established &&

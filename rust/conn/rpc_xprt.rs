@@ -37,20 +37,25 @@ use kernel::{new_condvar, new_mutex};
 use super::client::CallChunks;
 use super::xprt::short;
 use super::{advertised, endpoint, Conn, State, RESOLVE_TIMEOUT_MS};
-use crate::proto::chunk::{plan, CallPlan, ReplyPlan, RpcShape};
+use crate::proto::chunk::{plan, CallPlan, DdpItem, ReplyPlan, RpcShape};
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, ReadSegment, Segment};
-use crate::proto::negotiate::Role;
+use crate::proto::negotiate::{Negotiated, Role};
+use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
+use crate::sys::bindings::{XDRBUF_READ, XDRBUF_WRITE};
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{
     econnrefused, econnreset, ehostunreach, emsgsize, enetdown, enetunreach, enobufs, enotconn,
     eremoteio, etimedout,
 };
+use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{CmId, Net};
 use crate::sys::wait::Waited;
-use crate::sys::xprt::{MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, SLOTS};
+use crate::sys::xprt::{
+    MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS,
+};
 
 /// The largest segment of one chunk (one FRWR registration).
 const MAX_SEGMENT: u32 = 2 << 20;
@@ -88,7 +93,9 @@ impl XprtFactory for ClientFactory {
 #[derive(Default)]
 struct MountCounts {
     read_chunks: AtomicU64,
+    write_chunks: AtomicU64,
     reply_chunks: AtomicU64,
+    fixup_copy: AtomicU64,
     rdma_request: AtomicU64,
     rdma_reply: AtomicU64,
     failed_marshal: AtomicU64,
@@ -106,13 +113,22 @@ fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
+/// What a call registered for the server: its Read chunk (the data pages of a
+/// WRITE, or the whole Call) and its Write chunk (receive pages) or Reply
+/// chunk.
+struct Regs {
+    chunks: CallChunks,
+    /// `chunks.reply` is a Write chunk over the receive pages.
+    write_list: bool,
+}
+
 struct Inner {
     /// The connection in use or being made.
     conn: Option<Arc<Conn>>,
     /// sunrpc was told `conn` is connected: its end must be reported.
     handed: bool,
     /// Chunks of the calls sent on `conn`, by XID, until their Reply.
-    regs: RBTree<u32, CallChunks>,
+    regs: RBTree<u32, Regs>,
     /// Receive handlers using the C transport now.
     users: u32,
     /// destroy has begun: nothing may use the C transport any more.
@@ -281,7 +297,8 @@ impl ClientXprt {
         drop(regs);
     }
 
-    fn send(&self, rq: &RpcRqst<'_>) -> Result {
+    /// The connection in use, a handle on its QP and what it negotiated.
+    fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated)> {
         let conn = self.inner.lock().conn.clone().ok_or_else(enotconn)?;
         let (qp, neg) = {
             let g = conn.inner.lock();
@@ -292,12 +309,55 @@ impl ClientXprt {
                 _ => return Err(enotconn()),
             }
         };
-        let call_len = u32::try_from(rq.msg.len()).map_err(|_| emsgsize())?;
+        Ok((conn, qp, neg))
+    }
+
+    /// The callback service's Reply to a backchannel Call: inline, no
+    /// chunks (RFC 8167 Section 4).
+    fn send_bc_reply(&self, rq: &RpcRqst<'_>) -> Result {
+        let (conn, qp, neg) = self.current()?;
+        let len = rq.msg.len();
+        let spec = MsgSpec {
+            xid: rq.xid,
+            credits: BC_SLOTS,
+            nomsg: false,
+            reads: &[],
+            writes: &[],
+            reply: None,
+        };
+        qp.send(None, |buf| {
+            let limit = buf.len().min(neg.c2s as usize);
+            let buf = &mut buf[..limit];
+            let h = encode_msg(buf, &spec).map_err(short)?;
+            rq.msg
+                .read(0, buf.get_mut(h..h + len).ok_or_else(emsgsize)?)?;
+            Ok(h + len)
+        })?;
+        conn.count(X::BcRepliesSent, 1);
+        Ok(())
+    }
+
+    fn send(&self, rq: &RpcRqst<'_>) -> Result {
+        if rq.bc_reply {
+            return self.send_bc_reply(rq);
+        }
+        let (conn, qp, neg) = self.current()?;
+        let (snd, rcv) = (&rq.msg, &rq.rcv);
+        let call_len = u32::try_from(snd.len()).map_err(|_| emsgsize())?;
+        // Direct data placement as the upper layer marks it (xprtrdma's
+        // rules): WRITE's data pages may go in a Read chunk, READ's and
+        // READLINK's receive pages may take a Write chunk.
         let shape = RpcShape {
             call_len,
-            call_ddp: None,
+            call_ddp: (rq.ddp && snd.flags() & XDRBUF_WRITE != 0 && snd.page_len() > 0).then(
+                || DdpItem {
+                    position: snd.head_len(),
+                    len: snd.page_len(),
+                },
+            ),
             max_reply_len: rq.rcvsize,
-            reply_ddp_len: None,
+            reply_ddp_len: (rq.ddp && rcv.flags() & XDRBUF_READ != 0 && rcv.page_len() > 0)
+                .then(|| rcv.page_len()),
         };
         let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
         let seg = |c: &Chunk| -> Result<Segment> {
@@ -308,7 +368,10 @@ impl ClientXprt {
                 offset: r.iova,
             })
         };
-        let mut chunks = CallChunks::default();
+        let mut regs = Regs {
+            chunks: CallChunks::default(),
+            write_list: false,
+        };
         let mut reads = [ReadSegment {
             position: 0,
             segment: Segment {
@@ -318,9 +381,40 @@ impl ClientXprt {
             },
         }];
         let mut nreads = 0;
+        // What of the Call goes in the Send, as (offset, length) in it.
+        let mut inline = [(0u32, call_len), (0, 0)];
         let nomsg = match p.call {
             CallPlan::Inline => {
                 conn.count(X::CallsInline, 1);
+                false
+            }
+            CallPlan::ReadChunk {
+                position,
+                len,
+                segments: 1,
+            } => {
+                // The data pages in place; in the Send, the head and what
+                // follows the data's XDR pad in the tail (RFC 8166 Section
+                // 3.5.4: the pad is not sent).
+                let mut c = snd.wrap_pages(&qp)?;
+                c.register(false)?;
+                reads[0] = ReadSegment {
+                    position,
+                    segment: seg(&c)?,
+                };
+                nreads = 1;
+                regs.chunks.call = Some(c);
+                let tail = snd.tail_len();
+                let pad = if tail > 3 { tail & 3 } else { tail };
+                inline = [
+                    (0, snd.head_len()),
+                    (snd.head_len() + snd.page_len() + pad, tail - pad),
+                ];
+                conn.count(X::CallsReadChunk, 1);
+                conn.count(X::Registrations, 1);
+                add(&self.counts.read_chunks, 1);
+                add(&self.counts.registrations, 1);
+                add(&self.counts.rdma_request, u64::from(len));
                 false
             }
             CallPlan::PositionZero { len, segments: 1 } => {
@@ -328,12 +422,13 @@ impl ClientXprt {
                 let mut c = Chunk::new(&qp, len)?;
                 let mut v = KVVec::new();
                 v.extend_with(call_len as usize, 0, GFP_KERNEL)?;
-                rq.msg.read(0, &mut v)?;
+                snd.read(0, &mut v)?;
                 c.write_at(0, &v)?;
                 c.register(false)?;
                 reads[0].segment = seg(&c)?;
                 nreads = 1;
-                chunks.call = Some(c);
+                regs.chunks.call = Some(c);
+                inline = [(0, 0), (0, 0)];
                 conn.count(X::CallsLong, 1);
                 conn.count(X::Registrations, 1);
                 add(&self.counts.read_chunks, 1);
@@ -349,26 +444,44 @@ impl ClientXprt {
             length: 0,
             offset: 0,
         }];
-        let reply = match p.reply {
-            ReplyPlan::Inline => None,
+        let mut writes: [&[Segment]; 1] = [&[]];
+        let (mut nwrites, mut reply) = (0, None);
+        match p.reply {
+            ReplyPlan::Inline => {}
+            ReplyPlan::WriteList { segments: 1, .. } => {
+                // READ data lands in the receive pages: no copy.
+                let mut c = rcv.wrap_pages(&qp)?;
+                c.register(true)?;
+                rseg[0] = seg(&c)?;
+                regs.chunks.reply = Some(c);
+                regs.write_list = true;
+                conn.count(X::Registrations, 1);
+                add(&self.counts.write_chunks, 1);
+                add(&self.counts.registrations, 1);
+            }
             ReplyPlan::ReplyChunk { len, segments: 1 } => {
                 let mut c = Chunk::new(&qp, len)?;
                 c.register(true)?;
                 rseg[0] = seg(&c)?;
-                chunks.reply = Some(c);
+                regs.chunks.reply = Some(c);
                 conn.count(X::Registrations, 1);
                 add(&self.counts.reply_chunks, 1);
                 add(&self.counts.registrations, 1);
-                Some(&rseg[..])
             }
             _ => return Err(emsgsize()),
-        };
+        }
+        if regs.write_list {
+            writes[0] = &rseg;
+            nwrites = 1;
+        } else if regs.chunks.reply.is_some() {
+            reply = Some(&rseg[..]);
+        }
         let spec = MsgSpec {
             xid: rq.xid,
             credits: SLOTS,
             nomsg,
             reads: &reads[..nreads],
-            writes: &[],
+            writes: &writes[..nwrites],
             reply,
         };
         // Kept before the Send: its Reply may come at once.
@@ -377,22 +490,21 @@ impl ClientXprt {
             if !g.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                 return Err(enotconn());
             }
-            g.regs.try_create_and_insert(rq.xid, chunks, GFP_KERNEL)?
+            g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
         };
         drop(old);
         let mut sent = 0;
         let res = qp.send(None, |buf| {
             let limit = buf.len().min(neg.c2s as usize);
             let buf = &mut buf[..limit];
-            let h = encode_msg(buf, &spec).map_err(short)?;
-            if nomsg {
-                sent = h;
-                return Ok(h);
+            let mut at = encode_msg(buf, &spec).map_err(short)?;
+            for (off, len) in inline {
+                let end = at + len as usize;
+                snd.read(off, buf.get_mut(at..end).ok_or_else(emsgsize)?)?;
+                at = end;
             }
-            let end = h + call_len as usize;
-            rq.msg.read(0, buf.get_mut(h..end).ok_or_else(emsgsize)?)?;
-            sent = end;
-            Ok(end)
+            sent = at;
+            Ok(at)
         });
         if let Err(e) = res {
             let regs = self.inner.lock().regs.remove(&rq.xid);
@@ -424,6 +536,26 @@ impl ClientXprt {
                 return;
             }
         };
+        if let Body::Msg(c) = &h.body {
+            let rpc = &data[h.len..];
+            // A backchannel Call (RFC 8167 Section 4): no chunks, the RPC
+            // header's XID repeats the transport header's, and it is a CALL.
+            let call = c.read_list().next().is_none()
+                && c.write_list().next().is_none()
+                && c.reply_chunk().is_none()
+                && rpc.get(..4) == Some(&h.xid.to_be_bytes()[..])
+                && rpc.get(4..8) == Some(&[0u8; 4][..]);
+            if call {
+                conn.count(X::BcCallsReceived, 1);
+                if self.x.bc_call(rpc).is_err() {
+                    // More than we offered, or no memory: as xprtrdma, the
+                    // connection goes (the server retransmits after).
+                    conn.count(X::BcOverflows, 1);
+                    self.x.force_disconnect();
+                }
+                return;
+            }
+        }
         let Some(mut rq) = self.x.lookup(h.xid) else {
             conn.count(X::RepliesUnmatched, 1);
             return;
@@ -431,16 +563,15 @@ impl ClientXprt {
         // As xprtrdma: 0 means 1, and never more than we asked for.
         self.x.set_credits(h.credits.clamp(1, SLOTS));
         conn.count(X::RepliesReceived, 1);
-        let chunks = self.inner.lock().regs.remove(&h.xid);
-        let mut chunks = chunks;
-        let res = self.place(conn, &mut rq, &h, data, chunks.as_mut());
+        let mut regs = self.inner.lock().regs.remove(&h.xid);
+        let res = self.place(conn, &mut rq, &h, data, regs.as_mut());
         if res.is_err() {
             add(&self.counts.bad_reply, 1);
         }
         // Invalidated before the call completes: the server can no longer
         // touch memory the RPC layer is about to read or reuse.
-        if let Some(c) = chunks {
-            let local = conn.release_chunks(c, invalidated);
+        if let Some(r) = regs {
+            let local = conn.release_chunks(r.chunks, invalidated);
             add(&self.counts.local_inv, u64::from(local));
         }
         rq.complete(res);
@@ -453,7 +584,7 @@ impl ClientXprt {
         rq: &mut PinnedRqst,
         h: &crate::proto::header::Header<'_>,
         data: &[u8],
-        chunks: Option<&mut CallChunks>,
+        regs: Option<&mut Regs>,
     ) -> Result<u32> {
         match h.body {
             Body::Error(_) => {
@@ -461,19 +592,55 @@ impl ClientXprt {
                 Err(eremoteio())
             }
             Body::Msg(c) => {
-                // We offer no Write chunk: a server that wrote one lies.
-                if c.write_list().any(|w| w.total_len() > 0) {
+                let rpc = &data[h.len..];
+                let len = u32::try_from(rpc.len()).map_err(|_| EIO)?;
+                let written = c.write_list().map(|w| w.total_len()).sum::<u64>();
+                if written == 0 {
+                    // All inline: head, then pages, then tail, in order.
+                    rq.write(0, rpc)?;
+                    let layout = rq.layout();
+                    let in_pages = len.saturating_sub(layout.head_len()).min(layout.page_len());
+                    add(&self.counts.fixup_copy, u64::from(in_pages));
+                    conn.count(X::RepliesInline, 1);
+                    return Ok(len);
+                }
+                // The payload is in the receive pages already; only a call
+                // that offered a Write chunk, and no more than it offered,
+                // may get one (RFC 8166 Section 3.4.6).
+                let chunk = regs
+                    .filter(|r| r.write_list)
+                    .and_then(|r| r.chunks.reply.as_ref());
+                let written = u32::try_from(written).map_err(|_| EIO)?;
+                if c.write_list().count() != 1 || chunk.map_or(true, |k| written > k.len()) {
                     conn.count(X::ChunkErrors, 1);
                     return Err(EIO);
                 }
-                let rpc = &data[h.len..];
-                rq.write(0, rpc)?;
-                conn.count(X::RepliesInline, 1);
-                Ok(rpc.len() as u32)
+                // What precedes the payload goes to the head, which ends
+                // there; anything after it to the tail (xprtrdma's
+                // rpcrdma_inline_fixup).
+                let (head, pages) = {
+                    let l = rq.layout();
+                    (l.head_len(), l.page_len())
+                };
+                if len < head {
+                    rq.write(0, rpc)?;
+                    rq.trim_head(len);
+                } else {
+                    let (before, after) = rpc.split_at(head as usize);
+                    rq.write(0, before)?;
+                    rq.write(head + pages, after)?;
+                }
+                conn.count(X::RepliesWriteList, 1);
+                add(&self.counts.rdma_reply, u64::from(written));
+                let padded = xdr_align(written as usize).ok_or(EIO)?;
+                u32::try_from(rpc.len() + padded).map_err(|_| EIO)
             }
             Body::NoMsg(c) => {
                 let written = c.reply_chunk().map(|s| s.total_len()).ok_or(EIO)?;
-                let chunk = chunks.and_then(|c| c.reply.as_mut()).ok_or(EIO)?;
+                let chunk = regs
+                    .filter(|r| !r.write_list)
+                    .and_then(|r| r.chunks.reply.as_mut())
+                    .ok_or(EIO)?;
                 let written = u32::try_from(written).map_err(|_| EIO)?;
                 if written > chunk.len() {
                     conn.count(X::ChunkErrors, 1);
@@ -492,9 +659,9 @@ impl ClientXprt {
 
     /// Releases the chunks of call `xid`, if still held.
     fn release(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) {
-        let chunks = self.inner.lock().regs.remove(&xid);
-        if let Some(c) = chunks {
-            let local = conn.release_chunks(c, invalidated);
+        let regs = self.inner.lock().regs.remove(&xid);
+        if let Some(r) = regs {
+            let local = conn.release_chunks(r.chunks, invalidated);
             add(&self.counts.local_inv, u64::from(local));
         }
     }
@@ -540,7 +707,9 @@ impl XprtOps for ClientOps {
     fn stats(&self, st: &mut MountStats) {
         let c = &self.0.counts;
         st.read_chunk_count = get(&c.read_chunks);
+        st.write_chunk_count = get(&c.write_chunks);
         st.reply_chunk_count = get(&c.reply_chunks);
+        st.fixup_copy_count = get(&c.fixup_copy);
         st.total_rdma_request = get(&c.rdma_request);
         st.total_rdma_reply = get(&c.rdma_reply);
         st.failed_marshal_count = get(&c.failed_marshal);
@@ -548,6 +717,19 @@ impl XprtOps for ClientOps {
         st.nomsg_call_count = get(&c.nomsg_calls);
         st.mrs_allocated = get(&c.registrations);
         st.local_inv_needed = get(&c.local_inv);
+    }
+
+    fn bc_maxpayload(&self) -> u32 {
+        // What one Send carries either way, as xprtrdma: the smaller
+        // threshold, at most a page, less the transport header.
+        let page = kernel::page::PAGE_SIZE as u32;
+        let limit = match self.0.current() {
+            Ok((_, _, n)) => n.c2s.min(n.s2c),
+            Err(_) => crate::proto::pvt_data::PrivateData::DEFAULT.send_size,
+        };
+        limit
+            .min(page)
+            .saturating_sub(crate::proto::header::MIN_MSG_LEN as u32)
     }
 
     fn destroy(&self) {

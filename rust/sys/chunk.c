@@ -29,6 +29,7 @@ struct rpcrdma_cm_chunk {
 	struct scatterlist *sgl;
 	u32 npages;
 	u32 len;
+	u32 offset;		/* of the first octet in pages[0] */
 	/* FRWR */
 	struct ib_mr *mr;
 	int nents;		/* ib_dma_map_sg() result; 0 when not mapped */
@@ -38,10 +39,11 @@ struct rpcrdma_cm_chunk {
 	int mr_status;		/* first failed completion, else 0 */
 };
 
-struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
+/* A chunk of @npages pages (none filled in yet), holding a reference on @qp. */
+static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_new(struct rpcrdma_cm_qp *qp, u32 npages,
+						     u32 len)
 {
 	struct rpcrdma_cm_chunk *c;
-	u32 i, npages = DIV_ROUND_UP(len, PAGE_SIZE);
 
 	if (!len || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
 		return NULL;
@@ -50,31 +52,67 @@ struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 le
 		return NULL;
 	c->pages = kcalloc(npages, sizeof(*c->pages), GFP_KERNEL);
 	c->sgl = kcalloc(npages, sizeof(*c->sgl), GFP_KERNEL);
-	if (!c->pages || !c->sgl)
-		goto fail;
-	sg_init_table(c->sgl, npages);
-	for (i = 0; i < npages; i++) {
-		c->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
-		if (!c->pages[i])
-			goto fail;
-		sg_set_page(&c->sgl[i], c->pages[i],
-			    min_t(u32, PAGE_SIZE, len - i * PAGE_SIZE), 0);
+	if (!c->pages || !c->sgl) {
+		kfree(c->pages);
+		kfree(c->sgl);
+		kfree(c);
+		return NULL;
 	}
-	c->npages = npages;
+	sg_init_table(c->sgl, npages);
 	c->len = len;
 	atomic_set(&c->inflight, 0);
 	rpcrdma_cm_qp_get(qp);
 	c->qp = qp;
 	return c;
+}
 
-fail:
-	if (c->pages)
-		for (i = 0; i < npages && c->pages[i]; i++)
-			__free_page(c->pages[i]);
-	kfree(c->pages);
-	kfree(c->sgl);
-	kfree(c);
-	return NULL;
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len)
+{
+	u32 i, npages = DIV_ROUND_UP(len, PAGE_SIZE);
+	struct rpcrdma_cm_chunk *c = rpcrdma_cm_chunk_new(qp, npages, len);
+
+	if (!c)
+		return NULL;
+	for (i = 0; i < npages; i++) {
+		c->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!c->pages[i]) {
+			rpcrdma_cm_chunk_free(c, false);
+			return NULL;
+		}
+		c->npages = i + 1;
+		sg_set_page(&c->sgl[i], c->pages[i],
+			    min_t(u32, PAGE_SIZE, len - i * PAGE_SIZE), 0);
+	}
+	return c;
+}
+
+/*
+ * A chunk over @len octets of an RPC's pages, from byte @offset of @pages: the
+ * peer reads or writes them in place. Each page is referenced while the chunk
+ * lives, so none is freed while the peer may still reach it.
+ */
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_wrap(struct rpcrdma_cm_qp *qp, struct page **pages,
+					      u32 offset, u32 len)
+{
+	u32 i, po = offset_in_page(offset), left = len;
+	u32 npages = DIV_ROUND_UP(po + len, PAGE_SIZE);
+	struct rpcrdma_cm_chunk *c = rpcrdma_cm_chunk_new(qp, npages, len);
+
+	if (!c)
+		return NULL;
+	pages += offset >> PAGE_SHIFT;
+	c->offset = po;
+	for (i = 0; i < npages; i++) {
+		u32 k = min_t(u32, PAGE_SIZE - po, left);
+
+		get_page(pages[i]);
+		c->pages[i] = pages[i];
+		c->npages = i + 1;
+		sg_set_page(&c->sgl[i], pages[i], k, po);
+		left -= k;
+		po = 0;
+	}
+	return c;
 }
 
 /* ib_verbs.h has no ib_dma_sync_sg_*(); what they would do. */
@@ -99,6 +137,7 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 		return -EINVAL;
 	if (c->nents && !in)
 		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, true);
+	off += c->offset;
 	while (n) {
 		u32 pg = off / PAGE_SIZE, po = off % PAGE_SIZE;
 		u32 k = min_t(u32, n, PAGE_SIZE - po);
@@ -251,7 +290,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	if (c->nents)
 		ib_dma_unmap_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
 	for (i = 0; i < c->npages; i++)
-		__free_page(c->pages[i]);
+		put_page(c->pages[i]);
 	kfree(c->pages);
 	kfree(c->sgl);
 	kfree(c);

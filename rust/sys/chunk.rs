@@ -25,8 +25,8 @@ use super::errno::emsgsize;
 use super::qp::Qp;
 
 use super::bindings::{
-    rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy, rpcrdma_cm_chunk_free,
-    rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register,
+    page, rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy, rpcrdma_cm_chunk_free,
+    rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register, rpcrdma_cm_chunk_wrap,
 };
 use kernel::ffi::c_int;
 
@@ -63,6 +63,32 @@ impl Chunk {
         // SAFETY: the handle keeps the QP alive during the call; the chunk
         // takes its own reference.
         let raw = unsafe { rpcrdma_cm_chunk_alloc(qp.raw(), len) };
+        Ok(Chunk {
+            raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            len,
+            reg: None,
+            remote_inv: false,
+        })
+    }
+
+    /// A chunk over `len` octets of an RPC's pages from byte `offset` of
+    /// `pages`, which the peer then reads or writes in place (no copy).
+    ///
+    /// # Safety
+    ///
+    /// `pages` holds live pages for those octets during the call (the chunk
+    /// takes a reference on each).
+    pub(crate) unsafe fn wrap(
+        qp: &Qp,
+        pages: *mut *mut page,
+        offset: u32,
+        len: u32,
+    ) -> Result<Chunk> {
+        if len == 0 || len > MAX_CHUNK {
+            return Err(emsgsize());
+        }
+        // SAFETY: see above; the handle keeps the QP alive during the call.
+        let raw = unsafe { rpcrdma_cm_chunk_wrap(qp.raw(), pages, offset, len) };
         Ok(Chunk {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
             len,

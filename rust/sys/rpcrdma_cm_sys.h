@@ -207,6 +207,9 @@ void rpcrdma_cm_rw_done_rs(void *owner, struct rpcrdma_cm_qp *qp, void *done, in
 /* chunk.c: chunk memory, FRWR registration, RDMA Read/Write ----------------- */
 
 struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 len);
+struct page;
+struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_wrap(struct rpcrdma_cm_qp *qp, struct page **pages,
+					      u32 offset, u32 len);
 int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 			  bool in);
 int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
@@ -277,6 +280,8 @@ struct rpcrdma_cm_xprt;
 
 /* Requests in flight per mount at most: the slot table, and the credits asked. */
 #define RPCRDMA_CM_XPRT_SLOTS 32
+/* Backchannel Calls the server may have outstanding (xprtrdma's 16). */
+#define RPCRDMA_CM_BC_SLOTS 16
 
 int rpcrdma_cm_xprt_register(void);
 void rpcrdma_cm_xprt_unregister(void);
@@ -286,6 +291,9 @@ struct rpcrdma_cm_rqst {
 	u32 xid;			/* rq_xid in host order */
 	const struct xdr_buf *snd;	/* the Call (rq_snd_buf) */
 	u32 rcvsize;			/* room for the Reply (rq_rcv_buf.buflen: head, pages, tail) */
+	const struct xdr_buf *rcv;	/* where the Reply goes (rq_rcv_buf) */
+	bool bc_reply;			/* a Reply of the NFS callback service */
+	bool ddp;			/* data may move by RDMA (auth touches none) */
 };
 
 /* The counters of xprtrdma's mountstats line, in its order (xprt.c prints them). */
@@ -312,6 +320,11 @@ struct rpcrdma_cm_xprt_stats {
 struct rpc_rqst *rpcrdma_cm_xprt_lookup(struct rpcrdma_cm_xprt *x, u32 xid);
 /* Where a pinned request's Reply goes (rq_private_buf). */
 struct xdr_buf *rpcrdma_cm_xprt_rcv_buf(struct rpc_rqst *rqst);
+/*
+ * Its Reply's payload came in a Write chunk with only @len octets before it:
+ * the head ends there (in rq_rcv_buf and rq_private_buf alike).
+ */
+void rpcrdma_cm_xprt_trim_head(struct rpc_rqst *rqst, u32 len);
 /* Completes and unpins it: @len octets arrived, or @status < 0 fails it. */
 void rpcrdma_cm_xprt_complete(struct rpcrdma_cm_xprt *x, struct rpc_rqst *rqst, u32 len,
 			      int status);
@@ -319,6 +332,8 @@ void rpcrdma_cm_xprt_complete(struct rpcrdma_cm_xprt *x, struct rpc_rqst *rqst, 
 void rpcrdma_cm_xprt_set_credits(struct rpcrdma_cm_xprt *x, u32 credits);
 /* The connection is gone: sunrpc closes the transport and reconnects. */
 void rpcrdma_cm_xprt_force_disconnect(struct rpcrdma_cm_xprt *x);
+/* A backchannel Call (@msg, @len octets of RPC) for the NFS callback service. */
+int rpcrdma_cm_xprt_bc_call(struct rpcrdma_cm_xprt *x, const u8 *msg, u32 len);
 /* The transport's namespace and the server's address. */
 struct net *rpcrdma_cm_xprt_net(struct rpcrdma_cm_xprt *x);
 const struct sockaddr *rpcrdma_cm_xprt_addr(struct rpcrdma_cm_xprt *x);
@@ -330,6 +345,7 @@ void rpcrdma_cm_xprt_close_rs(void *rs);
 int rpcrdma_cm_xprt_send_rs(void *rs, const struct rpcrdma_cm_rqst *rq);
 void rpcrdma_cm_xprt_buf_free_rs(void *rs, u32 xid);
 void rpcrdma_cm_xprt_stats_rs(void *rs, struct rpcrdma_cm_xprt_stats *st);
+u32 rpcrdma_cm_xprt_bc_maxpayload_rs(void *rs);
 void rpcrdma_cm_xprt_free_rs(void *rs);
 
 /* trace.c: tracepoints (rpcrdma_cm_trace.h) ---------------------------------- */

@@ -39,6 +39,7 @@ use super::bindings::{
     rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
     xdr_buf,
 };
+use super::chunk::Chunk;
 use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
 use core::ptr;
@@ -524,6 +525,34 @@ impl<'a> XdrMsg<'a> {
     /// Its length in octets.
     pub(crate) fn len(&self) -> usize {
         self.buf.len as usize
+    }
+
+    /// Octets of its head (what precedes the pages).
+    pub(crate) fn head_len(&self) -> u32 {
+        u32::try_from(self.buf.head[0].iov_len).unwrap_or(u32::MAX)
+    }
+
+    /// Octets of its page part.
+    pub(crate) fn page_len(&self) -> u32 {
+        self.buf.page_len
+    }
+
+    /// Octets of its tail (what follows the pages).
+    pub(crate) fn tail_len(&self) -> u32 {
+        u32::try_from(self.buf.tail[0].iov_len).unwrap_or(u32::MAX)
+    }
+
+    /// sunrpc's `XDRBUF_*` flags: what the upper layer placed in the pages.
+    pub(crate) fn flags(&self) -> u32 {
+        self.buf.flags
+    }
+
+    /// A chunk over its page part, for the peer to read or write in place.
+    pub(crate) fn wrap_pages(&self, qp: &Qp) -> Result<Chunk> {
+        // SAFETY: sunrpc's xdr_buf, live for 'a: its page array covers
+        // `page_base + page_len` octets of live pages (the send path fills
+        // sparse receive pages first); the chunk takes its own references.
+        unsafe { Chunk::wrap(qp, self.buf.pages, self.buf.page_base, self.buf.page_len) }
     }
 
     /// Copies `out.len()` octets from `offset` into `out`; fails if the message

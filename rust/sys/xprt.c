@@ -21,7 +21,9 @@
 #include <linux/seq_file.h>
 #include <linux/workqueue.h>
 #include <linux/sunrpc/addr.h>
+#include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/clnt.h>
+#include <linux/sunrpc/svc.h>
 #include <linux/sunrpc/sched.h>
 #include <linux/sunrpc/xprt.h>
 #include <linux/sunrpc/xprtrdma.h>
@@ -195,6 +197,17 @@ static void rpcrdma_cm_xprt_set_port(struct rpc_xprt *xprt, u16 port)
 
 /* Requests ------------------------------------------------------------------ */
 
+static int rpcrdma_cm_xprt_fill_pages(struct xdr_buf *buf)
+{
+	struct page **pages = buf->pages + (buf->page_base >> PAGE_SHIFT);
+	u32 i, n = PAGE_ALIGN(offset_in_page(buf->page_base) + buf->page_len) >> PAGE_SHIFT;
+
+	for (i = 0; i < n; i++)
+		if (!pages[i] && !(pages[i] = alloc_page(GFP_NOWAIT | __GFP_NOWARN)))
+			return -ENOBUFS;
+	return 0;
+}
+
 static int rpcrdma_cm_xprt_send_request(struct rpc_rqst *rqst)
 {
 	struct rpc_xprt *xprt = rqst->rq_xprt;
@@ -202,13 +215,29 @@ static int rpcrdma_cm_xprt_send_request(struct rpc_rqst *rqst)
 		.xid = be32_to_cpu(rqst->rq_xid),
 		.snd = &rqst->rq_snd_buf,
 		.rcvsize = rqst->rq_rcv_buf.buflen,
+		.rcv = &rqst->rq_rcv_buf,
+		/* The NFS callback service's Reply (its request has no buffer). */
+		.bc_reply = !rqst->rq_buffer,
 	};
 	int rc;
 
 	if (!xprt_connected(xprt))
 		return -ENOTCONN;
+	/* No direct placement when the security flavour touches the data. */
+	if (!rq.bc_reply)
+		rq.ddp = !test_bit(RPCAUTH_AUTH_DATATOUCH, &rqst->rq_cred->cr_auth->au_flags);
+	/* NFSv3 GETACL's receive pages come on demand, as in xprtrdma. */
+	if (rqst->rq_rcv_buf.flags & XDRBUF_SPARSE_PAGES &&
+	    rpcrdma_cm_xprt_fill_pages(&rqst->rq_rcv_buf))
+		return -ENOBUFS;
 	if (!xprt_request_get_cong(xprt, rqst))
 		return -EBADSLT;
+	if (rq.bc_reply) {
+		rc = rpcrdma_cm_xprt_send_rs(to_x(xprt)->rs, &rq);
+		if (rc == -ENOTCONN)
+			goto drop;
+		return rc;
+	}
 	/*
 	 * A retransmission on the connection that carried the call would
 	 * take a second credit the server never granted: reconnect instead
@@ -262,6 +291,19 @@ struct xdr_buf *rpcrdma_cm_xprt_rcv_buf(struct rpc_rqst *rqst)
 	return &rqst->rq_private_buf;
 }
 
+void rpcrdma_cm_xprt_trim_head(struct rpc_rqst *rqst, u32 len)
+{
+	u32 delta;
+
+	if (len >= rqst->rq_rcv_buf.head[0].iov_len)
+		return;
+	delta = rqst->rq_rcv_buf.head[0].iov_len - len;
+	rqst->rq_rcv_buf.head[0].iov_len = len;
+	rqst->rq_private_buf.head[0].iov_len = len;
+	rqst->rq_rcv_buf.buflen -= delta;
+	rqst->rq_private_buf.buflen -= delta;
+}
+
 void rpcrdma_cm_xprt_complete(struct rpcrdma_cm_xprt *x, struct rpc_rqst *rqst, u32 len,
 			      int status)
 {
@@ -300,6 +342,119 @@ struct net *rpcrdma_cm_xprt_net(struct rpcrdma_cm_xprt *x)
 const struct sockaddr *rpcrdma_cm_xprt_addr(struct rpcrdma_cm_xprt *x)
 {
 	return (const struct sockaddr *)&x->xprt.addr;
+}
+
+/* The NFSv4.1 backchannel ---------------------------------------------------- */
+
+/*
+ * Server-to-client Calls (CB_RECALL, CB_SEQUENCE...) arrive on the forward
+ * connection among the Replies; Rust hands each to rpcrdma_cm_xprt_bc_call(),
+ * which copies it into a request of the backchannel's own and queues that
+ * for the NFS client's callback service (xprt->bc_serv), as xprtrdma's
+ * backchannel.c does. The callback's Reply leaves through send_request.
+ * Requests are made on demand up to RPCRDMA_CM_BC_SLOTS and reused.
+ */
+struct rpcrdma_cm_bc_rqst {
+	struct rpc_rqst rqst;
+	void *call;	/* a page: the Call as received */
+	void *reply;	/* a page: where the callback service encodes its Reply */
+};
+
+static int rpcrdma_cm_xprt_bc_setup(struct rpc_xprt *xprt, unsigned int reqs)
+{
+	return 0;
+}
+
+static size_t rpcrdma_cm_xprt_bc_maxpayload(struct rpc_xprt *xprt)
+{
+	return rpcrdma_cm_xprt_bc_maxpayload_rs(to_x(xprt)->rs);
+}
+
+static unsigned int rpcrdma_cm_xprt_bc_num_slots(struct rpc_xprt *xprt)
+{
+	return RPCRDMA_CM_BC_SLOTS;
+}
+
+/* The callback service is done with @rqst: it is free for the next Call. */
+static void rpcrdma_cm_xprt_bc_free_rqst(struct rpc_rqst *rqst)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+
+	spin_lock(&xprt->bc_pa_lock);
+	list_add_tail(&rqst->rq_bc_pa_list, &xprt->bc_pa_list);
+	spin_unlock(&xprt->bc_pa_lock);
+	xprt_put(xprt);
+}
+
+static void rpcrdma_cm_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int reqs)
+{
+	struct rpcrdma_cm_bc_rqst *b, *tmp;
+	LIST_HEAD(free);
+
+	spin_lock(&xprt->bc_pa_lock);
+	list_splice_init(&xprt->bc_pa_list, &free);
+	spin_unlock(&xprt->bc_pa_lock);
+	list_for_each_entry_safe(b, tmp, &free, rqst.rq_bc_pa_list) {
+		free_page((unsigned long)b->call);
+		free_page((unsigned long)b->reply);
+		kfree(b);
+		xprt->bc_alloc_count--;
+	}
+}
+
+int rpcrdma_cm_xprt_bc_call(struct rpcrdma_cm_xprt *x, const u8 *msg, u32 len)
+{
+	struct rpc_xprt *xprt = &x->xprt;
+	struct svc_serv *serv = xprt->bc_serv;
+	struct rpcrdma_cm_bc_rqst *b;
+	struct rpc_rqst *rqst;
+	struct xdr_buf *buf;
+
+	if (!serv || len < 8 || len > PAGE_SIZE)
+		return -EINVAL;
+	spin_lock(&xprt->bc_pa_lock);
+	rqst = list_first_entry_or_null(&xprt->bc_pa_list, struct rpc_rqst, rq_bc_pa_list);
+	if (rqst)
+		list_del(&rqst->rq_bc_pa_list);
+	spin_unlock(&xprt->bc_pa_lock);
+	if (!rqst) {
+		/* Only the Receive work (one at a time) makes requests. */
+		if (xprt->bc_alloc_count >= RPCRDMA_CM_BC_SLOTS)
+			return -ENOBUFS;
+		b = kzalloc(sizeof(*b), GFP_NOFS);
+		if (b) {
+			b->call = (void *)__get_free_page(GFP_NOFS);
+			b->reply = (void *)__get_free_page(GFP_NOFS);
+		}
+		if (!b || !b->call || !b->reply) {
+			if (b) {
+				free_page((unsigned long)b->call);
+				free_page((unsigned long)b->reply);
+			}
+			kfree(b);
+			return -ENOBUFS;
+		}
+		rqst = &b->rqst;
+		rqst->rq_xprt = xprt;
+		__set_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
+		xprt->bc_alloc_count++;
+	}
+	b = container_of(rqst, struct rpcrdma_cm_bc_rqst, rqst);
+	memcpy(b->call, msg, len);
+	rqst->rq_reply_bytes_recvd = 0;
+	rqst->rq_xid = *(__be32 *)b->call;
+	rqst->rq_private_buf.len = len;
+	buf = &rqst->rq_rcv_buf;
+	memset(buf, 0, sizeof(*buf));
+	buf->head[0].iov_base = b->call;
+	buf->head[0].iov_len = len;
+	buf->len = len;
+	xdr_buf_init(&rqst->rq_snd_buf, b->reply, PAGE_SIZE);
+	/* Dropped by bc_free_rqst. */
+	xprt_get(xprt);
+	lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
+	svc_pool_wake_idle_thread(&serv->sv_pools[0]);
+	return 0;
 }
 
 /* mountstats: xprtrdma's "xprt: rdma" line, column for column. */
@@ -341,6 +496,7 @@ static void rpcrdma_cm_xprt_destroy(struct rpc_xprt *xprt)
 
 	cancel_delayed_work_sync(&x->connect_worker);
 	rpcrdma_cm_xprt_free_rs(x->rs);
+	rpcrdma_cm_xprt_bc_destroy(xprt, 0);
 	rpcrdma_cm_xprt_free_addresses(xprt);
 	xprt_free(xprt);
 	/* Taken in setup. */
@@ -367,6 +523,11 @@ static const struct rpc_xprt_ops rpcrdma_cm_xprt_ops = {
 	.print_stats = rpcrdma_cm_xprt_print_stats,
 	.enable_swap = rpcrdma_cm_xprt_enable_swap,
 	.disable_swap = rpcrdma_cm_xprt_disable_swap,
+	.bc_setup = rpcrdma_cm_xprt_bc_setup,
+	.bc_maxpayload = rpcrdma_cm_xprt_bc_maxpayload,
+	.bc_num_slots = rpcrdma_cm_xprt_bc_num_slots,
+	.bc_free_rqst = rpcrdma_cm_xprt_bc_free_rqst,
+	.bc_destroy = rpcrdma_cm_xprt_bc_destroy,
 };
 
 static struct rpc_xprt *rpcrdma_cm_xprt_setup(struct xprt_create *args)

@@ -24,15 +24,16 @@ use kernel::sync::Arc;
 
 use super::bindings::{
     c_fn, rpc_rqst, rpcrdma_cm_rqst, rpcrdma_cm_xprt, rpcrdma_cm_xprt_addr,
-    rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_force_disconnect, rpcrdma_cm_xprt_lookup,
-    rpcrdma_cm_xprt_net, rpcrdma_cm_xprt_rcv_buf, rpcrdma_cm_xprt_register,
-    rpcrdma_cm_xprt_set_credits, rpcrdma_cm_xprt_stats, rpcrdma_cm_xprt_unregister,
-    write_bytes_to_xdr_buf,
+    rpcrdma_cm_xprt_bc_call, rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_force_disconnect,
+    rpcrdma_cm_xprt_lookup, rpcrdma_cm_xprt_net, rpcrdma_cm_xprt_rcv_buf, rpcrdma_cm_xprt_register,
+    rpcrdma_cm_xprt_set_credits, rpcrdma_cm_xprt_stats, rpcrdma_cm_xprt_trim_head,
+    rpcrdma_cm_xprt_unregister, write_bytes_to_xdr_buf,
 };
 use super::errno::emsgsize;
 use super::rdma_cm::{sockaddr_from_c, Net};
 use super::svc::XdrMsg;
 
+pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
 pub(crate) use super::bindings::RPCRDMA_CM_XPRT_SLOTS as SLOTS;
 
 /// The counters of a mount's `xprt: rdma` line in mountstats (C's struct,
@@ -65,6 +66,9 @@ pub(crate) trait XprtOps: Send + Sync {
     /// print_stats: the counters mountstats shows.
     fn stats(&self, st: &mut MountStats);
 
+    /// bc_maxpayload: the largest backchannel message (RPC part).
+    fn bc_maxpayload(&self) -> u32;
+
     /// destroy: the transport goes; returns once nothing uses its
     /// [`RpcXprt`] any more.
     fn destroy(&self);
@@ -78,6 +82,13 @@ pub(crate) struct RpcRqst<'a> {
     pub(crate) msg: XdrMsg<'a>,
     /// Octets the Reply may take.
     pub(crate) rcvsize: u32,
+    /// Where the Reply goes (its layout: head, pages, tail).
+    pub(crate) rcv: XdrMsg<'a>,
+    /// Data may move by RDMA (the security flavour touches none).
+    pub(crate) ddp: bool,
+    /// The NFS callback service's Reply to a backchannel Call (RFC 8167):
+    /// inline, expecting nothing back.
+    pub(crate) bc_reply: bool,
 }
 
 /// A mount's C transport (see the module documentation for its validity).
@@ -103,6 +114,14 @@ impl RpcXprt {
     pub(crate) fn set_credits(&self, credits: u32) {
         // SAFETY: a live transport (type rule).
         unsafe { rpcrdma_cm_xprt_set_credits(self.0.as_ptr(), credits) };
+    }
+
+    /// A backchannel Call (`msg`, its RPC message) for the NFS client's
+    /// callback service. `ENOBUFS` when all [`BC_SLOTS`] are busy.
+    pub(crate) fn bc_call(&self, msg: &[u8]) -> Result {
+        let len = u32::try_from(msg.len()).map_err(|_| emsgsize())?;
+        // SAFETY: a live transport (type rule); C copies `len` octets of `msg`.
+        to_result(unsafe { rpcrdma_cm_xprt_bc_call(self.0.as_ptr(), msg.as_ptr(), len) })
     }
 
     /// The connection is gone: sunrpc closes the transport (our
@@ -139,6 +158,19 @@ impl PinnedRqst {
             return Err(emsgsize());
         }
         Ok(())
+    }
+
+    /// The layout of the Reply buffer (its head, pages and tail).
+    pub(crate) fn layout(&self) -> XdrMsg<'_> {
+        // SAFETY: as in `write`; read while pinned.
+        XdrMsg::new(unsafe { &*rpcrdma_cm_xprt_rcv_buf(self.rqst.as_ptr()) })
+    }
+
+    /// The Reply's payload came in a Write chunk with only `len` octets of
+    /// the Reply before it: the head ends there.
+    pub(crate) fn trim_head(&mut self, len: u32) {
+        // SAFETY: pinned (see `write`); C changes both receive buffers alike.
+        unsafe { rpcrdma_cm_xprt_trim_head(self.rqst.as_ptr(), len) };
     }
 
     /// Completes the call with `len` octets of Reply, or fails it.
@@ -273,11 +305,14 @@ c_fn!(rpcrdma_cm_xprt_close_rs);
 extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rq: *const rpcrdma_cm_rqst) -> c_int {
     // SAFETY: C's description of the request it sends, valid for the call;
     // its rq_snd_buf stays unchanged while it is sent.
-    let (rq, buf) = unsafe { (&*rq, &*(*rq).snd) };
+    let (rq, buf, rcv) = unsafe { (&*rq, &*(*rq).snd, &*(*rq).rcv) };
     let call = RpcRqst {
         xid: rq.xid,
         msg: XdrMsg::new(buf),
         rcvsize: rq.rcvsize,
+        rcv: XdrMsg::new(rcv),
+        ddp: rq.ddp,
+        bc_reply: rq.bc_reply,
     };
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.send(&call)
@@ -297,6 +332,13 @@ extern "C" fn rpcrdma_cm_xprt_stats_rs(rs: *mut c_void, st: *mut rpcrdma_cm_xprt
     unsafe { ops(rs).stats(&mut *st) }
 }
 c_fn!(rpcrdma_cm_xprt_stats_rs);
+
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
+    // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
+    unsafe { ops(rs) }.bc_maxpayload()
+}
+c_fn!(rpcrdma_cm_xprt_bc_maxpayload_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_free_rs(rs: *mut c_void) {
