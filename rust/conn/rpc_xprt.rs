@@ -44,7 +44,7 @@ use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, ReadSegmen
 use crate::proto::negotiate::{Negotiated, Role};
 use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
-use crate::sys::bindings::{XDRBUF_READ, XDRBUF_WRITE};
+
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{
     econnrefused, econnreset, ehostunreach, emsgsize, enetdown, enetunreach, enobufs, enotconn,
@@ -54,7 +54,8 @@ use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{CmId, Net};
 use crate::sys::wait::Waited;
 use crate::sys::xprt::{
-    MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS,
+    MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS, XDRBUF_READ,
+    XDRBUF_WRITE,
 };
 
 /// The largest segment of one chunk (one FRWR registration).
@@ -191,6 +192,7 @@ impl ClientXprt {
 
     fn connect(this: &Arc<Self>) -> Result {
         this.close();
+        this.x.reset_credits();
         let st = &this.state.stats;
         st.inc(Counter::Connects);
         let conn = this

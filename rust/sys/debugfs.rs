@@ -36,6 +36,20 @@ pub(crate) struct SeqFile<'a> {
     _m: PhantomData<&'a mut seq_file>,
 }
 
+impl SeqFile<'_> {
+    /// The seq_file `ptr`, written to for as long as the result lives.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is the seq_file of a running ->show (or print_stats) callback.
+    pub(super) unsafe fn from_raw(ptr: *mut seq_file) -> Self {
+        SeqFile {
+            ptr,
+            _m: PhantomData,
+        }
+    }
+}
+
 impl fmt::Write for SeqFile<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         // On overflow seq_write() marks the buffer full and seq_read() retries

@@ -27,6 +27,7 @@
 #include <linux/debugfs.h>	/* debugfs_remove() */
 #include <linux/seq_file.h>	/* seq_write() */
 #include <linux/sunrpc/xdr.h>	/* struct xdr_buf, read_bytes_from_xdr_buf() */
+#include <linux/sunrpc/xprt.h>	/* struct rpc_xprt, struct rpc_rqst */
 #include <rdma/ib_verbs.h>	/* enum ib_wc_status */
 #include <rdma/ib_cm.h>	/* IB_CM_REJ_CONSUMER_DEFINED */
 #include <rdma/rdma_cm.h>	/* enum rdma_cm_event_type, rdma_bind_addr() ... */
@@ -259,7 +260,9 @@ void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_par
 void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt);
 void rpcrdma_cm_svc_give_pages(struct svc_rqst *rqstp, struct page **pages, u32 n);
 void *rpcrdma_cm_page_address(struct page *page);
-int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits);
+/* Backchannel Calls nfsd may have outstanding on one connection (svcrdma's). */
+#define RPCRDMA_CM_SVC_BC_REQUESTS 2
+struct rpc_xprt *rpcrdma_cm_svc_bc_xprt(struct rpcrdma_cm_svc_xprt *x);
 
 /* Implemented in Rust (rust/sys/svc.rs). */
 int rpcrdma_cm_svc_create_rs(struct rpcrdma_cm_svc_xprt *x, struct net *net,
@@ -275,78 +278,52 @@ int rpcrdma_cm_svc_bc_send_rs(void *rs, const struct xdr_buf *msg);
 
 /* xprt.c: the client transport class NFS mounts use ------------------------- */
 
-struct rpc_rqst;
-struct rpcrdma_cm_xprt;
+/*
+ * A transport of ours (a mount's, or nfsd's backchannel with no @rs): sunrpc's
+ * struct rpc_xprt, whose layout Rust sees through bindgen like the request's
+ * (struct rpc_rqst), and what the transport adds to it.
+ */
+struct rpcrdma_cm_xprt {
+	struct rpc_xprt xprt;
+	struct delayed_work connect_worker;
+	struct rpc_timeout timeout;	/* after set_connect_timeout */
+	bool connect_failed;		/* the next connect backs off */
+	void *rs;			/* the Rust context (a mount's) */
+};
 
 /* Requests in flight per mount at most: the slot table, and the credits asked. */
 #define RPCRDMA_CM_XPRT_SLOTS 32
 /* Backchannel Calls the server may have outstanding (xprtrdma's 16). */
 #define RPCRDMA_CM_BC_SLOTS 16
+/* xprtrdma's reconnect timeout (xprt_rdma.h), so a mount behaves the same. */
+#define RPCRDMA_CM_INIT_REEST_TO (5U * HZ)
 
 int rpcrdma_cm_xprt_register(void);
 void rpcrdma_cm_xprt_unregister(void);
-
-/* One request as send_request hands it to Rust. */
-struct rpcrdma_cm_rqst {
-	u32 xid;			/* rq_xid in host order */
-	const struct xdr_buf *snd;	/* the Call (rq_snd_buf) */
-	u32 rcvsize;			/* room for the Reply (rq_rcv_buf.buflen: head, pages, tail) */
-	const struct xdr_buf *rcv;	/* where the Reply goes (rq_rcv_buf) */
-	bool bc_reply;			/* a Reply of the NFS callback service */
-	bool ddp;			/* data may move by RDMA (auth touches none) */
-};
-
-/* The counters of xprtrdma's mountstats line, in its order (xprt.c prints them). */
-struct rpcrdma_cm_xprt_stats {
-	u64 read_chunk_count;
-	u64 write_chunk_count;
-	u64 reply_chunk_count;
-	u64 total_rdma_request;
-	u64 total_rdma_reply;
-	u64 pullup_copy_count;
-	u64 fixup_copy_count;
-	u64 hardway_register_count;
-	u64 failed_marshal_count;
-	u64 bad_reply_count;
-	u64 nomsg_call_count;
-	u64 mrs_recycled;
-	u64 mrs_orphaned;
-	u64 mrs_allocated;
-	u64 local_inv_needed;
-	u64 empty_sendctx_q;
-};
-
-/* The request waiting for a Reply with @xid, pinned; NULL if none. */
-struct rpc_rqst *rpcrdma_cm_xprt_lookup(struct rpcrdma_cm_xprt *x, u32 xid);
-/* Where a pinned request's Reply goes (rq_private_buf). */
-struct xdr_buf *rpcrdma_cm_xprt_rcv_buf(struct rpc_rqst *rqst);
-/*
- * Its Reply's payload came in a Write chunk with only @len octets before it:
- * the head ends there (in rq_rcv_buf and rq_private_buf alike).
- */
-void rpcrdma_cm_xprt_trim_head(struct rpc_rqst *rqst, u32 len);
-/* Completes and unpins it: @len octets arrived, or @status < 0 fails it. */
-void rpcrdma_cm_xprt_complete(struct rpcrdma_cm_xprt *x, struct rpc_rqst *rqst, u32 len,
-			      int status);
-/* The server granted @credits: the congestion window follows. */
-void rpcrdma_cm_xprt_set_credits(struct rpcrdma_cm_xprt *x, u32 credits);
-/* The connection is gone: sunrpc closes the transport and reconnects. */
-void rpcrdma_cm_xprt_force_disconnect(struct rpcrdma_cm_xprt *x);
+struct xprt_create;
+struct xprt_class;
+struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct xprt_class *class,
+					      unsigned int slots);
+void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x);
+/* Completes and unpins a pinned request: @len octets arrived, or @status < 0. */
+void rpcrdma_cm_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst, u32 len, int status);
 /* A backchannel Call (@msg, @len octets of RPC) for the NFS callback service. */
-int rpcrdma_cm_xprt_bc_call(struct rpcrdma_cm_xprt *x, const u8 *msg, u32 len);
-/* The transport's namespace and the server's address. */
-struct net *rpcrdma_cm_xprt_net(struct rpcrdma_cm_xprt *x);
-const struct sockaddr *rpcrdma_cm_xprt_addr(struct rpcrdma_cm_xprt *x);
+int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len);
 
-/* Implemented in Rust (rust/sys/xprt.rs). */
-int rpcrdma_cm_xprt_create_rs(struct rpcrdma_cm_xprt *x, void **rs);
+/* Implemented in Rust (rust/sys/xprt.rs): rpc_xprt_ops and calls from xprt.c. */
+void rpcrdma_cm_xprt_format_rs(struct rpc_xprt *xprt);
+int rpcrdma_cm_xprt_create_rs(struct rpc_xprt *xprt, void **rs);
 int rpcrdma_cm_xprt_connect_rs(void *rs);
 void rpcrdma_cm_xprt_close_rs(void *rs);
-int rpcrdma_cm_xprt_send_rs(void *rs, const struct rpcrdma_cm_rqst *rq);
+int rpcrdma_cm_xprt_send_rs(void *rs, struct rpc_rqst *rqst, bool ddp);
 void rpcrdma_cm_xprt_buf_free_rs(void *rs, u32 xid);
-void rpcrdma_cm_xprt_stats_rs(void *rs, struct rpcrdma_cm_xprt_stats *st);
 u32 rpcrdma_cm_xprt_bc_maxpayload_rs(void *rs);
 void rpcrdma_cm_xprt_free_rs(void *rs);
+void rpcrdma_cm_xprt_set_port_rs(struct rpc_xprt *xprt, unsigned short port);
+void rpcrdma_cm_xprt_timer_rs(struct rpc_xprt *xprt, struct rpc_task *task);
+void rpcrdma_cm_xprt_set_connect_timeout_rs(struct rpc_xprt *xprt, unsigned long connect_timeout,
+					    unsigned long reconnect_timeout);
+void rpcrdma_cm_xprt_print_stats_rs(struct rpc_xprt *xprt, struct seq_file *seq);
 
 /* trace.c: tracepoints (rpcrdma_cm_trace.h) ---------------------------------- */
 

@@ -216,40 +216,12 @@ void rpcrdma_cm_svc_unregister(void)
 /*
  * Reverse-direction calls (CB_RECALL, CB_SEQUENCE...) travel on the forward
  * connection: the client side of the RPC layer (xprt.c) drives them through
- * this rpc_xprt, whose send_request hands each Call to Rust, which sends it
- * with an RPC-over-RDMA header; the Reply comes back among the forward
- * calls and rpcrdma_cm_svc_bc_reply() completes it. Inline only (RFC 8167:
- * backchannel messages carry no chunks), two requests at a time, as svcrdma.
+ * this rpc_xprt, set up like a mount's (xprt.c), whose send_request hands
+ * each Call to Rust, which sends it with an RPC-over-RDMA header; the Reply
+ * comes back among the forward calls and Rust completes the request. Inline
+ * only (RFC 8167: backchannel messages carry no chunks), two requests at a
+ * time, as svcrdma.
  */
-#define RPCRDMA_CM_BC_REQUESTS 2
-
-static int rpcrdma_cm_bc_buf_alloc(struct rpc_task *task)
-{
-	struct rpc_rqst *rqst = task->tk_rqstp;
-	struct page *page;
-
-	if (rqst->rq_callsize > PAGE_SIZE)
-		return -EINVAL;
-	page = alloc_page(GFP_NOIO | __GFP_NOWARN);
-	if (!page)
-		return -ENOMEM;
-	rqst->rq_buffer = page_address(page);
-	rqst->rq_rbuffer = kmalloc(rqst->rq_rcvsize, GFP_NOIO | __GFP_NOWARN);
-	if (!rqst->rq_rbuffer) {
-		put_page(page);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static void rpcrdma_cm_bc_buf_free(struct rpc_task *task)
-{
-	struct rpc_rqst *rqst = task->tk_rqstp;
-
-	put_page(virt_to_page(rqst->rq_buffer));
-	kfree(rqst->rq_rbuffer);
-}
-
 static int rpcrdma_cm_bc_send_request(struct rpc_rqst *rqst)
 {
 	struct svc_xprt *sxprt = rqst->rq_xprt->bc_xprt;
@@ -272,14 +244,7 @@ static void rpcrdma_cm_bc_close(struct rpc_xprt *xprt)
 
 static void rpcrdma_cm_bc_destroy(struct rpc_xprt *xprt)
 {
-	int i;
-
-	for (i = 0; i < RPC_DISPLAY_MAX; i++)
-		if (i != RPC_DISPLAY_PROTO && i != RPC_DISPLAY_NETID)
-			kfree(xprt->address_strings[i]);
-	xprt_free(xprt);
-	/* Taken in setup: this function is module code. */
-	module_put(THIS_MODULE);
+	rpcrdma_cm_xprt_free(container_of(xprt, struct rpcrdma_cm_xprt, xprt));
 }
 
 static const struct rpc_xprt_ops rpcrdma_cm_bc_ops = {
@@ -288,38 +253,25 @@ static const struct rpc_xprt_ops rpcrdma_cm_bc_ops = {
 	.alloc_slot = xprt_alloc_slot,
 	.free_slot = xprt_free_slot,
 	.release_request = xprt_release_rqst_cong,
-	.buf_alloc = rpcrdma_cm_bc_buf_alloc,
-	.buf_free = rpcrdma_cm_bc_buf_free,
+	.buf_alloc = rpc_malloc,
+	.buf_free = rpc_free,
 	.send_request = rpcrdma_cm_bc_send_request,
 	.wait_for_reply_request = xprt_wait_for_reply_request_def,
 	.close = rpcrdma_cm_bc_close,
 	.destroy = rpcrdma_cm_bc_destroy,
 };
 
-static const struct rpc_timeout rpcrdma_cm_bc_timeout = {
-	.to_initval = 60 * HZ,
-	.to_maxval = 60 * HZ,
-};
-
 static struct rpc_xprt *rpcrdma_cm_bc_setup(struct xprt_create *args)
 {
-	struct sockaddr *sap = (struct sockaddr *)&args->dstaddr;
+	struct rpcrdma_cm_xprt *x;
 	struct rpc_xprt *xprt;
-	char buf[64];
 
 	if (!args->bc_xprt || args->bc_xprt->xpt_class != &rpcrdma_cm_svc_class)
 		return ERR_PTR(-EINVAL);
-	if (args->addrlen > sizeof(xprt->addr))
-		return ERR_PTR(-EBADF);
-	if (!try_module_get(THIS_MODULE))
-		return ERR_PTR(-ENODEV);
-	xprt = xprt_alloc(args->net, sizeof(*xprt), RPCRDMA_CM_BC_REQUESTS,
-			  RPCRDMA_CM_BC_REQUESTS);
-	if (!xprt) {
-		module_put(THIS_MODULE);
-		return ERR_PTR(-ENOMEM);
-	}
-	xprt->timeout = &rpcrdma_cm_bc_timeout;
+	x = rpcrdma_cm_xprt_alloc(args, &rpcrdma_cm_bc_class, RPCRDMA_CM_SVC_BC_REQUESTS);
+	if (IS_ERR(x))
+		return ERR_CAST(x);
+	xprt = &x->xprt;
 	xprt_set_bound(xprt);
 	xprt_set_connected(xprt);
 	xprt->bind_timeout = 0;
@@ -327,18 +279,6 @@ static struct rpc_xprt *rpcrdma_cm_bc_setup(struct xprt_create *args)
 	xprt->idle_timeout = 0;
 	xprt->prot = rpcrdma_cm_bc_class.ident;
 	xprt->ops = &rpcrdma_cm_bc_ops;
-	memcpy(&xprt->addr, args->dstaddr, args->addrlen);
-	xprt->addrlen = args->addrlen;
-	snprintf(buf, sizeof(buf), "%pISc", sap);
-	xprt->address_strings[RPC_DISPLAY_ADDR] = kstrdup(buf, GFP_KERNEL);
-	snprintf(buf, sizeof(buf), "%u", rpc_get_port(sap));
-	xprt->address_strings[RPC_DISPLAY_PORT] = kstrdup(buf, GFP_KERNEL);
-	snprintf(buf, sizeof(buf), "%4hx", rpc_get_port(sap));
-	xprt->address_strings[RPC_DISPLAY_HEX_PORT] = kstrdup(buf, GFP_KERNEL);
-	xprt->address_strings[RPC_DISPLAY_HEX_ADDR] = kstrdup("-", GFP_KERNEL);
-	xprt->address_strings[RPC_DISPLAY_PROTO] = "rdma";
-	xprt->address_strings[RPC_DISPLAY_NETID] = "rdma";
-	xprt->resvport = 0;
 	xprt->max_payload = PAGE_SIZE;
 	/* One reference for the server transport's link, one for the caller. */
 	xprt_get(xprt);
@@ -356,45 +296,12 @@ static struct xprt_class rpcrdma_cm_bc_class = {
 };
 
 /*
- * A Reply to a reverse-direction Call arrived on the forward connection
- * (@msg, @len octets, the RPC message after the transport header, whose
- * credit field was @credits): completes the waiting request. -ENOENT if
- * the transport has no backchannel or no request waits for that XID.
+ * The backchannel of @x, if nfsd made one: it lives as long as @x (the link
+ * holds a reference).
  */
-int rpcrdma_cm_svc_bc_reply(struct rpcrdma_cm_svc_xprt *x, const u8 *msg, u32 len, u32 credits)
+struct rpc_xprt *rpcrdma_cm_svc_bc_xprt(struct rpcrdma_cm_svc_xprt *x)
 {
-	struct rpc_xprt *xprt = x->xprt.xpt_bc_xprt;
-	struct rpc_rqst *req;
-	struct kvec *dst;
-
-	if (!xprt || len < 4)
-		return -ENOENT;
-	spin_lock(&xprt->queue_lock);
-	req = xprt_lookup_rqst(xprt, *(const __be32 *)msg);
-	if (!req)
-		goto out_unlock;
-	dst = &req->rq_private_buf.head[0];
-	memcpy(&req->rq_private_buf, &req->rq_rcv_buf, sizeof(struct xdr_buf));
-	if (dst->iov_len < len)
-		goto out_unlock;
-	memcpy(dst->iov_base, msg, len);
-	xprt_pin_rqst(req);
-	spin_unlock(&xprt->queue_lock);
-
-	credits = clamp_t(u32, credits, 1, RPCRDMA_CM_BC_REQUESTS);
-	spin_lock(&xprt->transport_lock);
-	xprt->cwnd = credits << RPC_CWNDSHIFT;
-	spin_unlock(&xprt->transport_lock);
-
-	spin_lock(&xprt->queue_lock);
-	xprt_complete_rqst(req->rq_task, len);
-	xprt_unpin_rqst(req);
-	spin_unlock(&xprt->queue_lock);
-	return 0;
-
-out_unlock:
-	spin_unlock(&xprt->queue_lock);
-	return -ENOENT;
+	return x->xprt.xpt_bc_xprt;
 }
 
 /* Transports ------------------------------------------------------------- */

@@ -31,17 +31,18 @@ use kernel::sync::Arc;
 
 use super::bindings::{
     c_fn, kvec, page, read_bytes_from_xdr_buf, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages,
-    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_reply, rpcrdma_cm_svc_close,
+    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close,
     rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
     rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
     rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
     rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
     rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
-    xdr_buf,
+    xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
 };
 use super::chunk::Chunk;
 use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
+use super::xprt::RpcXprt;
 use core::ptr;
 use kernel::page::Page;
 
@@ -259,12 +260,28 @@ impl SvcXprt {
     /// the transport header with `credits`): completes the waiting request.
     /// `false` if the transport has no backchannel or no request waits.
     pub(crate) fn bc_reply(&self, msg: &[u8], credits: u32) -> bool {
-        let Ok(len) = u32::try_from(msg.len()) else {
+        // SAFETY: as in `set_data`.
+        let Some(x) = NonNull::new(unsafe { rpcrdma_cm_svc_bc_xprt(self.0.as_ptr()) }) else {
             return false;
         };
-        // SAFETY: as in `set_data`; C reads `len` octets of `msg` during the
-        // call (it copies them into the request).
-        unsafe { rpcrdma_cm_svc_bc_reply(self.0.as_ptr(), msg.as_ptr(), len, credits) == 0 }
+        // SAFETY: the backchannel lives as long as this transport, which we
+        // hold, and `x` is not kept past this call.
+        let x = unsafe { RpcXprt::from_raw(x) };
+        let Some(xid) = msg
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            return false;
+        };
+        let Some(mut rq) = x.lookup(xid) else {
+            return false;
+        };
+        x.set_credits(credits.clamp(1, RPCRDMA_CM_SVC_BC_REQUESTS));
+        let res = u32::try_from(msg.len())
+            .map_err(|_| super::errno::emsgsize())
+            .and_then(|n| rq.write(0, msg).map(|()| n));
+        rq.complete(res);
+        true
     }
 }
 

@@ -14,31 +14,58 @@
 //! whoever still does, see `conn/rpc_xprt.rs`).
 
 use core::ffi::c_void;
-use core::net::SocketAddr;
-use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::fmt::Write;
+use core::net::{IpAddr, SocketAddr};
+use core::ptr::{addr_of_mut, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use kernel::bindings::{jiffies, kfree, kstrdup, spin_lock, spin_unlock};
+use kernel::c_str;
 use kernel::error::to_result;
-use kernel::ffi::c_int;
+use kernel::ffi::{c_int, c_ulong, c_ushort};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, rpc_rqst, rpcrdma_cm_rqst, rpcrdma_cm_xprt, rpcrdma_cm_xprt_addr,
-    rpcrdma_cm_xprt_bc_call, rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_force_disconnect,
-    rpcrdma_cm_xprt_lookup, rpcrdma_cm_xprt_net, rpcrdma_cm_xprt_rcv_buf, rpcrdma_cm_xprt_register,
-    rpcrdma_cm_xprt_set_credits, rpcrdma_cm_xprt_stats, rpcrdma_cm_xprt_trim_head,
-    rpcrdma_cm_xprt_unregister, write_bytes_to_xdr_buf,
+    c_fn, rpc_display_format_t, rpc_rqst, rpc_task, rpc_xprt, rpcrdma_cm_xprt,
+    rpcrdma_cm_xprt_bc_call, rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_register,
+    rpcrdma_cm_xprt_unregister, seq_file, sockaddr_in, write_bytes_to_xdr_buf,
+    xprt_force_disconnect, xprt_lookup_rqst, xprt_pin_rqst, HZ, RPCRDMA_CM_INIT_REEST_TO,
+    RPC_CWNDSHIFT, XPRT_CONNECTED,
 };
+use super::debugfs::SeqFile;
 use super::errno::emsgsize;
 use super::rdma_cm::{sockaddr_from_c, Net};
 use super::svc::XdrMsg;
 
 pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
 pub(crate) use super::bindings::RPCRDMA_CM_XPRT_SLOTS as SLOTS;
+pub(crate) use super::bindings::{XDRBUF_READ, XDRBUF_WRITE};
 
-/// The counters of a mount's `xprt: rdma` line in mountstats (C's struct,
-/// printed by `xprt.c` in xprtrdma's column order).
-pub(crate) type MountStats = rpcrdma_cm_xprt_stats;
+// The transport embeds sunrpc's at its start: a `struct rpc_xprt *` of ours is
+// a `struct rpcrdma_cm_xprt *`.
+const _: () = assert!(core::mem::offset_of!(rpcrdma_cm_xprt, xprt) == 0);
+
+/// The counters of a mount's `xprt: rdma` line in mountstats, in xprtrdma's
+/// column order (those after sunrpc's own).
+#[derive(Default)]
+pub(crate) struct MountStats {
+    pub(crate) read_chunk_count: u64,
+    pub(crate) write_chunk_count: u64,
+    pub(crate) reply_chunk_count: u64,
+    pub(crate) total_rdma_request: u64,
+    pub(crate) total_rdma_reply: u64,
+    pub(crate) pullup_copy_count: u64,
+    pub(crate) fixup_copy_count: u64,
+    pub(crate) hardway_register_count: u64,
+    pub(crate) failed_marshal_count: u64,
+    pub(crate) bad_reply_count: u64,
+    pub(crate) nomsg_call_count: u64,
+    pub(crate) mrs_recycled: u64,
+    pub(crate) mrs_orphaned: u64,
+    pub(crate) mrs_allocated: u64,
+    pub(crate) local_inv_needed: u64,
+    pub(crate) empty_sendctx_q: u64,
+}
 
 /// Makes the Rust side of the transports mounts set up.
 pub(crate) trait XprtFactory: Send + Sync {
@@ -93,7 +120,7 @@ pub(crate) struct RpcRqst<'a> {
 
 /// A mount's C transport (see the module documentation for its validity).
 #[derive(Clone, Copy)]
-pub(crate) struct RpcXprt(NonNull<rpcrdma_cm_xprt>);
+pub(crate) struct RpcXprt(NonNull<rpc_xprt>);
 
 // SAFETY: the C functions used on it take sunrpc's locks themselves and may
 // run in any process context; validity is the holder's rule (above).
@@ -102,18 +129,56 @@ unsafe impl Send for RpcXprt {}
 unsafe impl Sync for RpcXprt {}
 
 impl RpcXprt {
+    /// A handle on the transport `x`.
+    ///
+    /// # Safety
+    ///
+    /// `x` is live for as long as the handle is used.
+    pub(super) unsafe fn from_raw(x: NonNull<rpc_xprt>) -> Self {
+        RpcXprt(x)
+    }
+
     /// Pins the call waiting for the Reply `xid`, if any.
     pub(crate) fn lookup(&self, xid: u32) -> Option<PinnedRqst> {
-        // SAFETY: a live transport (type rule); C takes the queue lock.
-        let r = unsafe { rpcrdma_cm_xprt_lookup(self.0.as_ptr(), xid) };
+        let x = self.0.as_ptr();
+        // SAFETY: a live transport (type rule). Data arrived, so the next
+        // reconnect need not wait (a plain store, as xprtrdma's); the lookup
+        // and the pin happen under the queue lock, as sunrpc requires.
+        let r = unsafe {
+            (*x).reestablish_timeout = 0;
+            spin_lock(addr_of_mut!((*x).queue_lock));
+            let r = xprt_lookup_rqst(x, xid.to_be());
+            if !r.is_null() {
+                xprt_pin_rqst(r);
+            }
+            spin_unlock(addr_of_mut!((*x).queue_lock));
+            r
+        };
         NonNull::new(r).map(|rqst| PinnedRqst { x: *self, rqst })
     }
 
     /// The server granted `credits` (already clamped): the congestion
     /// window becomes that many calls.
     pub(crate) fn set_credits(&self, credits: u32) {
-        // SAFETY: a live transport (type rule).
-        unsafe { rpcrdma_cm_xprt_set_credits(self.0.as_ptr(), credits) };
+        let x = self.0.as_ptr();
+        // SAFETY: a live transport (type rule); cwnd is under transport_lock.
+        unsafe {
+            spin_lock(addr_of_mut!((*x).transport_lock));
+            (*x).cwnd = (credits as c_ulong) << RPC_CWNDSHIFT;
+            spin_unlock(addr_of_mut!((*x).transport_lock));
+        }
+    }
+
+    /// A new connection starts with one credit (RFC 8166 Section 3.3.3).
+    pub(crate) fn reset_credits(&self) {
+        let x = self.0.as_ptr();
+        // SAFETY: as in `set_credits`.
+        unsafe {
+            spin_lock(addr_of_mut!((*x).transport_lock));
+            (*x).cong = 0;
+            (*x).cwnd = 1 << RPC_CWNDSHIFT;
+            spin_unlock(addr_of_mut!((*x).transport_lock));
+        }
     }
 
     /// A backchannel Call (`msg`, its RPC message) for the NFS client's
@@ -128,7 +193,7 @@ impl RpcXprt {
     /// [`XprtOps::close`]) and connects again when a call needs it.
     pub(crate) fn force_disconnect(&self) {
         // SAFETY: a live transport (type rule).
-        unsafe { rpcrdma_cm_xprt_force_disconnect(self.0.as_ptr()) };
+        unsafe { xprt_force_disconnect(self.0.as_ptr()) };
     }
 }
 
@@ -150,10 +215,15 @@ impl PinnedRqst {
         let len = u32::try_from(data.len()).map_err(|_| emsgsize())?;
         // SAFETY: the request is pinned (so is its rq_private_buf); its task
         // waits for this Reply and nothing else writes the buffer meanwhile.
-        let buf = unsafe { rpcrdma_cm_xprt_rcv_buf(self.rqst.as_ptr()) };
-        // SAFETY: `buf` is live (above); C only reads `len` octets of `data`.
-        let r =
-            unsafe { write_bytes_to_xdr_buf(buf, offset, data.as_ptr().cast_mut().cast(), len) };
+        // C only reads `len` octets of `data`.
+        let r = unsafe {
+            write_bytes_to_xdr_buf(
+                addr_of_mut!((*self.rqst.as_ptr()).rq_private_buf),
+                offset,
+                data.as_ptr().cast_mut().cast(),
+                len,
+            )
+        };
         if r != 0 {
             return Err(emsgsize());
         }
@@ -163,14 +233,28 @@ impl PinnedRqst {
     /// The layout of the Reply buffer (its head, pages and tail).
     pub(crate) fn layout(&self) -> XdrMsg<'_> {
         // SAFETY: as in `write`; read while pinned.
-        XdrMsg::new(unsafe { &*rpcrdma_cm_xprt_rcv_buf(self.rqst.as_ptr()) })
+        XdrMsg::new(unsafe { &(*self.rqst.as_ptr()).rq_private_buf })
     }
 
     /// The Reply's payload came in a Write chunk with only `len` octets of
-    /// the Reply before it: the head ends there.
+    /// the Reply before it: the head ends there, in rq_rcv_buf and
+    /// rq_private_buf alike (call_decode checks that they agree).
     pub(crate) fn trim_head(&mut self, len: u32) {
-        // SAFETY: pinned (see `write`); C changes both receive buffers alike.
-        unsafe { rpcrdma_cm_xprt_trim_head(self.rqst.as_ptr(), len) };
+        let r = self.rqst.as_ptr();
+        // SAFETY: pinned (see `write`).
+        unsafe {
+            let head = (*r).rq_rcv_buf.head[0].iov_len;
+            let Some(delta) = head.checked_sub(len as usize).filter(|&d| d > 0) else {
+                return;
+            };
+            for buf in [
+                addr_of_mut!((*r).rq_rcv_buf),
+                addr_of_mut!((*r).rq_private_buf),
+            ] {
+                (*buf).head[0].iov_len = len as usize;
+                (*buf).buflen = (*buf).buflen.saturating_sub(delta as u32);
+            }
+        }
     }
 
     /// Completes the call with `len` octets of Reply, or fails it.
@@ -257,18 +341,18 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn XprtOps> {
 }
 
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpcrdma_cm_xprt, rs: *mut *mut c_void) -> c_int {
+extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
     let factory = FACTORY.load(Ordering::Acquire);
     let (Some(x), false) = (NonNull::new(x), factory.is_null()) else {
         return -(kernel::bindings::ENODEV as c_int);
     };
     // SAFETY: the transport being set up: its address is a copy of the
     // mount's, as long as its family says (setup checked the length).
-    let Some(peer) = (unsafe { sockaddr_from_c(rpcrdma_cm_xprt_addr(x.as_ptr()).cast()) }) else {
+    let Some(peer) = (unsafe { sockaddr_from_c(addr_of_mut!((*x.as_ptr()).addr).cast()) }) else {
         return -(kernel::bindings::EAFNOSUPPORT as c_int);
     };
-    // SAFETY: the transport being set up.
-    let net = Net(unsafe { rpcrdma_cm_xprt_net(x.as_ptr()) });
+    // SAFETY: the transport being set up holds its namespace.
+    let net = Net(unsafe { (*x.as_ptr()).xprt_net });
     // SAFETY: the class is registered (setup is its op), so the factory is
     // live until the class is unregistered, which cannot happen while the
     // caller holds the module reference setup took.
@@ -302,17 +386,17 @@ extern "C" fn rpcrdma_cm_xprt_close_rs(rs: *mut c_void) {
 c_fn!(rpcrdma_cm_xprt_close_rs);
 
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rq: *const rpcrdma_cm_rqst) -> c_int {
-    // SAFETY: C's description of the request it sends, valid for the call;
-    // its rq_snd_buf stays unchanged while it is sent.
-    let (rq, buf, rcv) = unsafe { (&*rq, &*(*rq).snd, &*(*rq).rcv) };
+extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp: bool) -> c_int {
+    // SAFETY: the request sunrpc sends (transport locked); its buffers stay
+    // unchanged while it is sent.
+    let r = unsafe { &*rqst };
     let call = RpcRqst {
-        xid: rq.xid,
-        msg: XdrMsg::new(buf),
-        rcvsize: rq.rcvsize,
-        rcv: XdrMsg::new(rcv),
-        ddp: rq.ddp,
-        bc_reply: rq.bc_reply,
+        xid: u32::from_be(r.rq_xid),
+        msg: XdrMsg::new(&r.rq_snd_buf),
+        rcvsize: r.rq_rcv_buf.buflen,
+        rcv: XdrMsg::new(&r.rq_rcv_buf),
+        ddp,
+        bc_reply: r.rq_buffer.is_null(),
     };
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.send(&call)
@@ -325,13 +409,6 @@ extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
     unsafe { ops(rs) }.buf_free(xid)
 }
 c_fn!(rpcrdma_cm_xprt_buf_free_rs);
-
-#[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_stats_rs(rs: *mut c_void, st: *mut rpcrdma_cm_xprt_stats) {
-    // SAFETY: as in rpcrdma_cm_xprt_connect_rs; `st` is C's, for the call.
-    unsafe { ops(rs).stats(&mut *st) }
-}
-c_fn!(rpcrdma_cm_xprt_stats_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
@@ -348,3 +425,219 @@ extern "C" fn rpcrdma_cm_xprt_free_rs(rs: *mut c_void) {
     drop(unsafe { KBox::from_raw(rs.cast::<Arc<dyn XprtOps>>()) });
 }
 c_fn!(rpcrdma_cm_xprt_free_rs);
+
+/// Octets of one address string at most (an IPv6 address with a scope).
+const ADDR_STR: usize = 64;
+
+/// A short string built on the stack, NUL-terminated for C.
+struct StackStr {
+    buf: [u8; ADDR_STR],
+    len: usize,
+}
+
+impl Write for StackStr {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        // One octet stays for the NUL.
+        let dst = self.buf.get_mut(self.len..end).filter(|_| end < ADDR_STR);
+        dst.ok_or(core::fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Sets address string `which` of `x` to what `f` writes (kstrdup'd: C's
+/// free_addresses kfree's it); a previous one is freed.
+///
+/// # Safety
+///
+/// `x` is a transport being set up, or one whose ops sunrpc serialises.
+unsafe fn set_string(
+    x: *mut rpc_xprt,
+    which: rpc_display_format_t,
+    f: impl FnOnce(&mut StackStr) -> core::fmt::Result,
+) {
+    let mut s = StackStr {
+        buf: [0; ADDR_STR],
+        len: 0,
+    };
+    if f(&mut s).is_err() {
+        s.len = 0;
+    }
+    s.buf[s.len] = 0;
+    // SAFETY: see above; `s.buf` is NUL-terminated.
+    unsafe {
+        let slot = addr_of_mut!((*x).address_strings[which as usize]);
+        kfree((*slot).cast());
+        *slot = kstrdup(s.buf.as_ptr().cast(), kernel::bindings::GFP_KERNEL);
+    }
+}
+
+/// The port strings, as xprtrdma formats them ("%u", "%4hx").
+///
+/// # Safety
+///
+/// As [`set_string`].
+unsafe fn set_port_strings(x: *mut rpc_xprt, port: u16) {
+    use super::bindings::{
+        rpc_display_format_t_RPC_DISPLAY_HEX_PORT as HEX_PORT,
+        rpc_display_format_t_RPC_DISPLAY_PORT as PORT,
+    };
+    // SAFETY: as above.
+    unsafe {
+        set_string(x, PORT, |s| write!(s, "{}", port));
+        set_string(x, HEX_PORT, |s| write!(s, "{:4x}", port));
+    }
+}
+
+/// The address strings of a new transport, as xprtrdma formats them
+/// (mountstats, rpcbind and the NFS client read them).
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_format_rs(x: *mut rpc_xprt) {
+    use super::bindings::{
+        rpc_display_format_t_RPC_DISPLAY_ADDR as ADDR,
+        rpc_display_format_t_RPC_DISPLAY_HEX_ADDR as HEX_ADDR,
+        rpc_display_format_t_RPC_DISPLAY_NETID as NETID,
+        rpc_display_format_t_RPC_DISPLAY_PROTO as PROTO,
+    };
+    // SAFETY: C's transport being set up; its address is as long as its
+    // family says.
+    let Some(sa) = (unsafe { sockaddr_from_c(addr_of_mut!((*x).addr).cast()) }) else {
+        return;
+    };
+    let (netid, hex): (&'static CStr, _) = match sa {
+        SocketAddr::V4(a) => (c_str!("rdma"), u128::from(u32::from(*a.ip()))),
+        SocketAddr::V6(a) => (c_str!("rdma6"), u128::from(*a.ip())),
+    };
+    // SAFETY: as above; PROTO and NETID point to static strings, which
+    // free_addresses skips.
+    unsafe {
+        set_string(x, ADDR, |s| match sa {
+            SocketAddr::V6(a) if a.scope_id() != 0 && a.ip().segments()[0] & 0xffc0 == 0xfe80 => {
+                write!(s, "{}%{}", a.ip(), a.scope_id())
+            }
+            _ => write!(s, "{}", sa.ip()),
+        });
+        set_string(x, HEX_ADDR, |s| match sa.ip() {
+            IpAddr::V4(_) => write!(s, "{:08x}", hex),
+            IpAddr::V6(_) => write!(s, "{:032x}", hex),
+        });
+        set_port_strings(x, sa.port());
+        (*x).address_strings[PROTO as usize] = c_str!("rdma").as_char_ptr();
+        (*x).address_strings[NETID as usize] = netid.as_char_ptr();
+    }
+}
+c_fn!(rpcrdma_cm_xprt_format_rs);
+
+/// set_port: rpcbind found the server's port.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_set_port_rs(x: *mut rpc_xprt, port: c_ushort) {
+    // SAFETY: sunrpc's transport, in its op; the port is at the same place
+    // in sockaddr_in and sockaddr_in6 (rpc_set_port() relies on that too).
+    unsafe {
+        (*addr_of_mut!((*x).addr).cast::<sockaddr_in>()).sin_port = port.to_be();
+        set_port_strings(x, port);
+    }
+}
+c_fn!(rpcrdma_cm_xprt_set_port_rs);
+
+/// timer: an RPC timed out on a connected transport. RDMA has no keepalive,
+/// so reconnect and retransmit (as xprtrdma).
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_timer_rs(x: *mut rpc_xprt, _task: *mut rpc_task) {
+    // SAFETY: sunrpc's live transport, in its op.
+    unsafe { xprt_force_disconnect(x) };
+}
+c_fn!(rpcrdma_cm_xprt_timer_rs);
+
+/// set_connect_timeout, as xprtrdma's: shorter connect and reconnect timeouts
+/// (never under twice the reconnect delay) for mounts that ask for them.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_set_connect_timeout_rs(
+    x: *mut rpc_xprt,
+    connect_timeout: c_ulong,
+    reconnect_timeout: c_ulong,
+) {
+    let cx = x.cast::<rpcrdma_cm_xprt>();
+    // SAFETY: one of our transports (the cast is valid: see the assertion
+    // at the top), in its op; the fields are under transport_lock.
+    unsafe {
+        spin_lock(addr_of_mut!((*x).transport_lock));
+        if connect_timeout < (*x).connect_timeout {
+            let mut to = *(*x).timeout;
+            let initval = connect_timeout.max((RPCRDMA_CM_INIT_REEST_TO as c_ulong) << 1);
+            to.to_initval = initval;
+            to.to_maxval = initval;
+            (*cx).timeout = to;
+            (*x).timeout = addr_of_mut!((*cx).timeout);
+            (*x).connect_timeout = connect_timeout;
+        }
+        if reconnect_timeout < (*x).max_reconnect_timeout {
+            (*x).max_reconnect_timeout = reconnect_timeout;
+        }
+        spin_unlock(addr_of_mut!((*x).transport_lock));
+    }
+}
+c_fn!(rpcrdma_cm_xprt_set_connect_timeout_rs);
+
+/// print_stats: xprtrdma's "xprt: rdma" line of mountstats, column for column.
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_print_stats_rs(x: *mut rpc_xprt, seq: *mut seq_file) {
+    let mut st = MountStats::default();
+    // SAFETY: a mount's live transport, in its op: its context is set.
+    let rs = unsafe { (*x.cast::<rpcrdma_cm_xprt>()).rs };
+    if !rs.is_null() {
+        // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
+        unsafe { ops(rs) }.stats(&mut st);
+    }
+    // SAFETY: as above; sunrpc's counters are read as sunrpc's print_stats
+    // implementations read them (unlocked); `state` is a bit field C changes
+    // atomically.
+    let (xs, idle) = unsafe {
+        let state = AtomicUsize::from_ptr(addr_of_mut!((*x).state).cast()).load(Ordering::Relaxed);
+        let now = core::ptr::read_volatile(core::ptr::addr_of!(jiffies));
+        let connected = state & (1 << XPRT_CONNECTED) != 0;
+        let idle = if connected {
+            (now.wrapping_sub((*x).last_used) as i64) / i64::from(HZ)
+        } else {
+            0
+        };
+        (&(*x).stat, idle)
+    };
+    // SAFETY: the seq_file of this print_stats call.
+    let mut m = unsafe { SeqFile::from_raw(seq) };
+    let _ = write!(
+        m,
+        "\txprt:\trdma 0 {} {} {} {} {} {} {} {} {} ",
+        xs.bind_count,
+        xs.connect_count,
+        xs.connect_time / HZ as c_ulong,
+        idle,
+        xs.sends,
+        xs.recvs,
+        xs.bad_xids,
+        xs.req_u,
+        xs.bklog_u
+    );
+    let _ = writeln!(
+        m,
+        "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} 0",
+        st.read_chunk_count,
+        st.write_chunk_count,
+        st.reply_chunk_count,
+        st.total_rdma_request,
+        st.total_rdma_reply,
+        st.pullup_copy_count,
+        st.fixup_copy_count,
+        st.hardway_register_count,
+        st.failed_marshal_count,
+        st.bad_reply_count,
+        st.nomsg_call_count,
+        st.mrs_recycled,
+        st.mrs_orphaned,
+        st.mrs_allocated,
+        st.local_inv_needed,
+        st.empty_sendctx_q
+    );
+}
+c_fn!(rpcrdma_cm_xprt_print_stats_rs);
