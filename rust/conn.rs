@@ -582,6 +582,8 @@ struct ConnInner {
     ours: Option<PrivateData>,
     /// Whether the device supports remote invalidation (known once resolved).
     dev_inv: Option<bool>,
+    /// Pages one FRWR registration may cover on the device (0 until known).
+    fr_pages: u32,
     peer_pvt: [u8; PVT_KEEP],
     peer_pvt_len: usize,
     outcome: Option<Outcome>,
@@ -607,6 +609,7 @@ impl ConnInner {
             peer_addr: None,
             ours,
             dev_inv: None,
+            fr_pages: 0,
             peer_pvt: [0; PVT_KEEP],
             peer_pvt_len: 0,
             outcome: None,
@@ -633,6 +636,7 @@ impl ConnInner {
         let before = self.ours.is_some_and(|p| p.remote_invalidate);
         self.ours = with_device(self.ours, caps);
         self.dev_inv = Some(caps.is_some_and(|c| c.mem_mgt_ext));
+        self.fr_pages = caps.map_or(0, |c| c.max_fast_reg_pages);
         if before && !self.ours.is_some_and(|p| p.remote_invalidate) {
             stats.inc(Counter::RemoteInvalidationUnsupported);
         }

@@ -59,6 +59,12 @@ a_our_nfsd() {
 	grep "^rdma" /proc/fs/nfsd/portlist && grep -q "rdma 20049" /proc/fs/nfsd/portlist
 }
 
+# Linux's nfsd with 16 KiB inline thresholds (svcrdma's max_req_size).
+a_c_nfsd16() {
+	rpc.nfsd 0 && echo 16384 >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
+	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist
+}
+
 a_our_stats() {
 	cat "$DBG/stats" && grep " for=nfsd" "$DBG/connections"
 }
@@ -122,9 +128,28 @@ pair_c_client_to_c_server() {
 # -o rdma` now runs over our client transport to Linux's nfsd (svcrdma),
 # byte-exact both ways; the mount's connection shows in our debugfs with
 # svcrdma's private data found and the thresholds negotiated from it;
-# mountstats has xprtrdma's 29-field line with chunks counted.
+# mountstats has xprtrdma's 29-field line with chunks counted; NFS 3, 4.0
+# and 4.1 sessions; and with svcrdma's max_req_size and our sizes at 16 KiB,
+# 12 KiB WRITEs go inline.
+# session VERS: mounts guest a's nfsd at NFS version VERS, 4 MiB in and out
+# byte-exact (read back after dropping the page cache), a listing, umount.
+session() {
+	local v=$1 mnt=/tmp/mnt_s$1 src=/ ok=0
+	[ "$v" = 3 ] && src=/tmp/export
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=20049,vers=$v "$PAIR_A:$src" "$mnt" || { fail "mount vers=$v"; return 1; }
+	head -c $((4 << 20)) /dev/urandom >/tmp/s.bin
+	cp /tmp/s.bin "$mnt/s$v.bin" && sync || { fail "vers=$v: copy in"; ok=1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/s.bin "$mnt/s$v.bin" || { fail "vers=$v: read back differs"; ok=1; }
+	ls "$mnt" | grep -q "s$v.bin" || { fail "vers=$v: listing"; ok=1; }
+	rm -f "$mnt/s$v.bin"
+	umount "$mnt" || ok=1
+	return $ok
+}
+
 pair_our_client_to_c_server() {
-	local ok=0 line
+	local ok=0 line v r0 r1 mnt=/tmp/mnt_16
 	for ((i = 0; i < 50; i++)); do [ -d /sys/module/rpcrdma ] || break; rmmod rpcrdma 2>/dev/null || sleep 0.2; done
 	[ ! -d /sys/module/rpcrdma ] || { fail "cannot unload rpcrdma.ko"; return 1; }
 	insmod "$KO" || { fail "insmod rpcrdma_cm.ko"; return 1; }
@@ -137,6 +162,22 @@ pair_our_client_to_c_server() {
 	expect "$line" role=client outcome=found || ok=1
 	[ "$(echo "$MOUNTSTATS" | wc -w)" = 29 ] || { fail "mountstats: not xprtrdma's 29 fields"; ok=1; }
 	[ "$(echo "$MOUNTSTATS" | awk '{ print $13 + $14 }')" -gt 0 ] || { fail "no chunks"; ok=1; }
+	for v in 3 4.0 4.1; do session "$v" || ok=1; done
+	# RFC 8797's point against Linux's server: both ends at 16 KiB, 12 KiB
+	# WRITEs go inline (xprtrdma at its 4 KiB defaults takes a Read chunk).
+	ask c_nfsd16 || ok=1
+	echo 16384 >/sys/module/rpcrdma_cm/parameters/send_size && echo 16384 >/sys/module/rpcrdma_cm/parameters/recv_size || ok=1
+	mkdir -p $mnt
+	timeout -s KILL 60 mount -t nfs -o rdma,port=20049,vers=4.2 "$PAIR_A:/" $mnt || { fail "mount at 16 KiB"; ok=1; }
+	line=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	r0=$(awk '$1 == "xprt:" && $2 == "rdma" { print $13 }' /proc/self/mountstats)
+	dd if=/dev/urandom of=$mnt/w12 bs=12k count=4 oflag=direct status=none || { fail "12 KiB writes"; ok=1; }
+	r1=$(awk '$1 == "xprt:" && $2 == "rdma" { print $13 }' /proc/self/mountstats)
+	ktap_print_msg "16 KiB: c2s=$(field "$line" c2s) s2c=$(field "$line" s2c); 4 WRITEs of 12 KiB: Read chunks +$((r1 - r0))"
+	expect "$line" c2s=16384 || ok=1
+	[ "$r1" = "$r0" ] || { fail "12 KiB WRITEs took Read chunks"; ok=1; }
+	rm -f $mnt/w12
+	umount $mnt || ok=1
 	for ((i = 0; i < 50; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.2; done
 	module_loaded && { fail "rmmod rpcrdma_cm after umount"; ok=1; }
 	load_c_transport || ok=1

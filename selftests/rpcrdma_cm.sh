@@ -68,6 +68,9 @@ ALL_TESTS="
 	nfsd_over_ipv6_and_device_removal
 	rmmod_refused_while_nfsd_uses_the_class
 	nfs_client_over_rust_transport
+	nfs_client_workloads_over_rust_transport
+	mount_reconnects_with_new_thresholds
+	mount_reads_odd_server_private_data
 	dmesg_clean
 "
 
@@ -1367,7 +1370,16 @@ svc_class_conflicts_with_rpcrdma() {
 	klog | grep -q 'rpcrdma_cm: server transport class "rdma" is registered already' ||
 		{ fail "no message saying why"; ok=1; }
 	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
-	insmod "$KO" svc_class=rdmacm || { fail "insmod svc_class=rdmacm"; return 1; }
+	# The client class too: rpcrdma.ko holds XPRT_TRANSPORT_RDMA.
+	if insmod "$KO" svc_class=rdmacm 2>/dev/null; then
+		fail "loaded with xprt_class=Y while rpcrdma.ko holds the client class"
+		rmmod rpcrdma_cm
+		return 1
+	fi
+	klog | grep -q 'rpcrdma_cm: client transport class "rdma" is registered already' ||
+		{ fail "no message saying why (client class)"; ok=1; }
+	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
+	insmod "$KO" svc_class=rdmacm xprt_class=0 || { fail "insmod svc_class=rdmacm xprt_class=0"; return 1; }
 	ktap_print_msg "transports: $(tr '\n' ' ' </proc/sys/sunrpc/transports)"
 	grep -q '^rdmacm ' /proc/sys/sunrpc/transports || { fail "class rdmacm not registered"; ok=1; }
 	grep -q '^rdma ' /proc/sys/sunrpc/transports || { fail "rpcrdma.ko's class gone"; ok=1; }
@@ -1878,6 +1890,112 @@ nfs_client_over_rust_transport() {
 	rpc.nfsd 0
 	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
 	! module_loaded || { fail "rmmod refused after umount: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# our_client_class: rpcrdma.ko unloaded and our module loaded with its client
+# class (so `mount -o rdma` runs over it), unless it already is.
+our_client_class() {
+	[ "$(cat "$PARAMS/xprt_class" 2>/dev/null)" = Y ] && return 0
+	unload_transports && load_module xprt_class=1
+}
+
+# What users do, over our client transport and our server transport:
+# nfs_workloads_over_rust_transport (untar of 2,000 files and diff, fio
+# random I/O of 512 B to 1 MiB with crc32c verification, 5,000 entries
+# listed, nfsd restarted during a 64 MiB copy) with `mount -o rdma` running
+# over our client class.
+nfs_client_workloads_over_rust_transport() {
+	our_client_class || return 1
+	nfs_workloads_over_rust_transport
+}
+
+# A mount reconnects with what the new connection negotiates (RFC 8797
+# Section 4): nfsd stopped during a 64 MiB copy, both ends' sizes raised to
+# 16 KiB, nfsd started again: the copy completes byte for byte and the
+# mount's new connection shows c2s=s2c=16384 where the first showed 4096,
+# and 12 KiB WRITEs now go inline. Then the RDMA device is deleted during a copy and added again: the mount
+# reconnects once it is back and the copy completes byte for byte.
+mount_reconnects_with_new_thresholds() {
+	local mnt=/tmp/mnt_rc ok=0 pid line first r0 r1
+	our_client_class || return 1
+	start_nfsd_on_ours || return 1
+	mkdir -p "$mnt"
+	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" ||
+		{ fail "mount"; return 1; }
+	first=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	expect "$first" c2s=4096 s2c=4096 || ok=1
+	cp /tmp/nfs_big.bin "$mnt/rc.bin" &
+	pid=$!
+	sleep 1
+	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
+	setp send_size 16384 && setp recv_size 16384 || ok=1
+	sleep 2
+	start_nfsd_on_ours || { fail "nfsd did not come back"; ok=1; }
+	wait "$pid" || { fail "the copy failed across the restart"; ok=1; }
+	cmp -s /tmp/nfs_big.bin "$mnt/rc.bin" || { fail "the copy differs after the restart"; ok=1; }
+	line=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	ktap_print_msg "before: $(field "$first" id) c2s=$(field "$first" c2s); after: $(field "$line" id) c2s=$(field "$line" c2s) s2c=$(field "$line" s2c)"
+	[ "$(field "$line" id)" != "$(field "$first" id)" ] || { fail "no new connection"; ok=1; }
+	expect "$line" c2s=16384 s2c=16384 || ok=1
+	# RFC 8797's point: with 16 KiB negotiated, 12 KiB WRITEs go inline
+	# (no Read chunk), where 4 KiB thresholds (xprtrdma's defaults too)
+	# need one each.
+	r0=$(mountstat 11)
+	dd if=/dev/urandom of="$mnt/w12" bs=12k count=4 oflag=direct status=none || { fail "12 KiB writes"; ok=1; }
+	r1=$(mountstat 11)
+	ktap_print_msg "4 WRITEs of 12 KiB with c2s=16384: Read chunks +$((r1 - r0))"
+	[ "$r1" = "$r0" ] || { fail "12 KiB WRITEs took Read chunks with 16 KiB thresholds"; ok=1; }
+	setp send_size 4096 && setp recv_size 4096 || ok=1
+	rm -f "$mnt/rc.bin"
+	# The device goes away during a copy and comes back.
+	cp /tmp/nfs_big.bin "$mnt/rc.bin" &
+	pid=$!
+	sleep 1
+	rdma link delete rxe0 || { fail "rdma link delete"; ok=1; }
+	sleep 3
+	rdma link add rxe0 type rxe netdev dummy0 || { fail "rdma link add"; ok=1; }
+	timeout 120 tail --pid="$pid" -f /dev/null || { fail "the copy did not finish after the device came back"; ok=1; }
+	wait "$pid" || { fail "the copy failed across the device removal"; ok=1; }
+	cmp -s /tmp/nfs_big.bin "$mnt/rc.bin" || { fail "the copy differs after the device removal"; ok=1; }
+	ktap_print_msg "device_removals $(stat device_removals); mount's connections: $(grep -c " for=mount" "$DBG/connections")"
+	rm -f "$mnt/rc.bin"
+	umount "$mnt" || { fail "umount"; ok=1; }
+	return $ok
+}
+
+# RFC 8797 on a mount's connection (Section 4.2 as the client reads it): a
+# server whose private data has the format identifier at offset 8 (pvt_peer,
+# which serves no NFS) is understood: the mount's connection negotiates the
+# server's 8 KiB sizes, where xprtrdma would fall back to 1 KiB; a server
+# with no private data gives 1 KiB/1 KiB. The mount then fails cleanly.
+mount_reads_odd_server_private_data() {
+	local ok=0 hex out=/tmp/pvt_mount.out mnt=/tmp/mnt_pvt line rc i bid
+	our_client_class || return 1
+	setp send_size 16384 && setp recv_size 16384 || return 1
+	mkdir -p "$mnt"
+	for hex in "${Z8}${M}01000707" ""; do
+		rm -f $out
+		bid=$(max_conn_id)
+		timeout -s KILL 40 "$PVT_PEER" server "$ADDR" 20080 "$hex" >$out 2>&1 &
+		for ((i = 0; i < 100; i++)); do grep -q listening $out 2>/dev/null && break; sleep 0.1; done
+		timeout -s KILL 90 mount -t nfs -o rdma,port=20080,vers=4.0,soft,timeo=20,retrans=1,retry=0 \
+			"$ADDR:/" "$mnt" 2>/dev/null
+		rc=$?
+		# The first connection: pvt_peer accepts one, then refuses.
+		line=$(awk -v b="$bid" '{ v = $1; sub("id=", "", v) } v + 0 > b && / for=mount / && /:20080 /' \
+			"$DBG/connections" | head -1)
+		ktap_print_msg "pvt_peer '${hex:-none}': mount exit $rc; $line"
+		[ "$rc" != 0 ] || { fail "mounted a server that serves no NFS"; umount "$mnt"; ok=1; }
+		if [ -n "$hex" ]; then
+			expect "$line" outcome=found offset=8 peer_send=8192 peer_recv=8192 c2s=8192 s2c=8192 || ok=1
+		else
+			expect "$line" outcome=absent c2s=1024 s2c=1024 reminv=0 || ok=1
+		fi
+		wait
+	done
+	setp send_size 4096 && setp recv_size 4096 || ok=1
 	return $ok
 }
 

@@ -236,9 +236,9 @@ fn is_pattern(data: &[u8], seed: u32, from: usize) -> bool {
 #[derive(Default)]
 pub(super) struct CallChunks {
     /// Read chunk or Position-Zero Read chunk.
-    pub(super) call: Option<Chunk>,
+    call: Option<Chunk>,
     /// Write chunk or Reply chunk.
-    pub(super) reply: Option<Chunk>,
+    reply: Option<Chunk>,
 }
 
 fn call_plan_name(p: &CallPlan) -> &'static str {
@@ -383,7 +383,10 @@ impl Conn {
             Ok(done) => self.finish_reply(req, done, &p.reply, &mut chunks, xid, rec),
             Err(_) => Ok(()),
         };
-        self.release_chunks(chunks, invalidated);
+        self.release_chunks(
+            [chunks.call, chunks.reply].into_iter().flatten(),
+            invalidated,
+        );
         let done = result?;
         rec.reply = done.kind.name();
         rec.reply_len = done.reply_len;
@@ -651,12 +654,16 @@ impl Conn {
         Ok(())
     }
 
-    /// Releases the call's chunks; `invalidated` is the rkey the reply's Send
+    /// Releases a call's chunks; `invalidated` is the rkey the reply's Send
     /// With Invalidate invalidated, if any. Returns the LOCAL_INVs it took.
-    pub(super) fn release_chunks(&self, chunks: CallChunks, invalidated: Option<u32>) -> u32 {
+    pub(super) fn release_chunks(
+        &self,
+        chunks: impl IntoIterator<Item = Chunk>,
+        invalidated: Option<u32>,
+    ) -> u32 {
         let mut matched = false;
         let mut local = 0;
-        for mut c in [chunks.call, chunks.reply].into_iter().flatten() {
+        for mut c in chunks {
             if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
                 c.remotely_invalidated();
                 matched = true;

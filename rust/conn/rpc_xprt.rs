@@ -34,7 +34,6 @@ use kernel::sync::{Arc, CondVar, Mutex};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex};
 
-use super::client::CallChunks;
 use super::xprt::short;
 use super::{advertised, endpoint, Conn, State, RESOLVE_TIMEOUT_MS};
 use crate::proto::chunk::{plan, CallPlan, DdpItem, ReplyPlan, RpcShape};
@@ -52,6 +51,7 @@ use crate::sys::errno::{
 };
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{CmId, Net};
+use crate::sys::svc::XdrMsg;
 use crate::sys::wait::Waited;
 use crate::sys::xprt::{
     MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS, XDRBUF_READ,
@@ -114,13 +114,50 @@ fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
-/// What a call registered for the server: its Read chunk (the data pages of a
-/// WRITE, or the whole Call) and its Write chunk (receive pages) or Reply
-/// chunk.
+/// What a call registered for the server, one registration per segment: its
+/// Read chunk (the data pages of a WRITE, or the whole Call) and its Write
+/// chunk (receive pages) or Reply chunk.
+#[derive(Default)]
 struct Regs {
-    chunks: CallChunks,
-    /// `chunks.reply` is a Write chunk over the receive pages.
+    call: KVec<Chunk>,
+    reply: KVec<Chunk>,
+    /// `reply` is a Write chunk over the receive pages.
     write_list: bool,
+}
+
+impl Regs {
+    /// Octets the reply's chunk offers.
+    fn reply_len(&self) -> u64 {
+        self.reply.iter().map(|c| u64::from(c.len())).sum()
+    }
+}
+
+/// The segments of `chunks` (registered), as the header lists them.
+fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
+    let mut v = KVec::with_capacity(chunks.len(), GFP_KERNEL)?;
+    for c in chunks {
+        let r = c.registration().ok_or(EINVAL)?;
+        v.push(
+            Segment {
+                handle: r.rkey,
+                length: c.len(),
+                offset: r.iova,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(v)
+}
+
+/// Octets of one segment, starting `first` octets into a page, that one
+/// registration of at most `pages` pages (and [`MAX_SEGMENT`]) covers.
+fn segment_room(first: u32, pages: u32) -> u32 {
+    let page = kernel::page::PAGE_SIZE as u32;
+    pages
+        .max(1)
+        .saturating_mul(page)
+        .saturating_sub(first % page)
+        .min(MAX_SEGMENT)
 }
 
 struct Inner {
@@ -192,7 +229,6 @@ impl ClientXprt {
 
     fn connect(this: &Arc<Self>) -> Result {
         this.close();
-        this.x.reset_credits();
         let st = &this.state.stats;
         st.inc(Counter::Connects);
         let conn = this
@@ -299,25 +335,26 @@ impl ClientXprt {
         drop(regs);
     }
 
-    /// The connection in use, a handle on its QP and what it negotiated.
-    fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated)> {
+    /// The connection in use, a handle on its QP, what it negotiated and the
+    /// pages one registration may cover on its device.
+    fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated, u32)> {
         let conn = self.inner.lock().conn.clone().ok_or_else(enotconn)?;
-        let (qp, neg) = {
+        let (qp, neg, pages) = {
             let g = conn.inner.lock();
             match (&g.cm, &g.negotiated) {
                 (Some(cm), Some(n)) if g.state.is_established() => {
-                    (cm.qp().ok_or_else(enotconn)?, *n)
+                    (cm.qp().ok_or_else(enotconn)?, *n, g.fr_pages)
                 }
                 _ => return Err(enotconn()),
             }
         };
-        Ok((conn, qp, neg))
+        Ok((conn, qp, neg, pages))
     }
 
     /// The callback service's Reply to a backchannel Call: inline, no
     /// chunks (RFC 8167 Section 4).
     fn send_bc_reply(&self, rq: &RpcRqst<'_>) -> Result {
-        let (conn, qp, neg) = self.current()?;
+        let (conn, qp, neg, _) = self.current()?;
         let len = rq.msg.len();
         let spec = MsgSpec {
             xid: rq.xid,
@@ -339,11 +376,72 @@ impl ClientXprt {
         Ok(())
     }
 
+    /// Registrations over `msg`'s pages for the server to read (a WRITE's
+    /// data) or write (`remote_write`: READ data), as many segments as the
+    /// device's registrations need (`fr_pages` pages each).
+    fn wrap(
+        &self,
+        conn: &Conn,
+        qp: &Qp,
+        msg: &XdrMsg<'_>,
+        fr_pages: u32,
+        remote_write: bool,
+    ) -> Result<KVec<Chunk>> {
+        let len = msg.page_len();
+        let mut v = KVec::new();
+        let mut at = 0;
+        while at < len {
+            let k = (len - at).min(segment_room(msg.page_offset() + at, fr_pages));
+            let mut c = msg.wrap_pages(qp, at, k)?;
+            c.register(remote_write)?;
+            v.push(c, GFP_KERNEL)?;
+            self.registered(conn);
+            at += k;
+        }
+        Ok(v)
+    }
+
+    /// `len` octets of chunk memory of our own, registered in segments of
+    /// at most `fr_pages` pages (a long Call, or room for a Reply chunk).
+    fn alloc(
+        &self,
+        conn: &Conn,
+        qp: &Qp,
+        len: u32,
+        fr_pages: u32,
+        remote_write: bool,
+    ) -> Result<KVec<Chunk>> {
+        let mut v = KVec::new();
+        let mut at = 0;
+        while at < len {
+            let k = (len - at).min(segment_room(0, fr_pages));
+            let mut c = Chunk::new(qp, k)?;
+            c.register(remote_write)?;
+            v.push(c, GFP_KERNEL)?;
+            self.registered(conn);
+            at += k;
+        }
+        Ok(v)
+    }
+
+    fn registered(&self, conn: &Conn) {
+        conn.count(X::Registrations, 1);
+        add(&self.counts.registrations, 1);
+    }
+
+    /// Releases a call's registrations: LOCAL_INV for each, but the one the
+    /// server's Send With Invalidate invalidated (`invalidated`).
+    fn release_regs(&self, conn: &Conn, regs: Regs, invalidated: Option<u32>) {
+        let all = Iterator::chain(regs.call.into_iter(), regs.reply);
+        let local = conn.release_chunks(all, invalidated);
+        add(&self.counts.local_inv, u64::from(local));
+    }
+
     fn send(&self, rq: &RpcRqst<'_>) -> Result {
         if rq.bc_reply {
             return self.send_bc_reply(rq);
         }
-        let (conn, qp, neg) = self.current()?;
+        let (conn, qp, neg, fr_pages) = self.current()?;
         let (snd, rcv) = (&rq.msg, &rq.rcv);
         let call_len = u32::try_from(snd.len()).map_err(|_| emsgsize())?;
         // Direct data placement as the upper layer marks it (xprtrdma's
@@ -362,50 +460,21 @@ impl ClientXprt {
                 .then(|| rcv.page_len()),
         };
         let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
-        let seg = |c: &Chunk| -> Result<Segment> {
-            let r = c.registration().ok_or(EINVAL)?;
-            Ok(Segment {
-                handle: r.rkey,
-                length: c.len(),
-                offset: r.iova,
-            })
-        };
-        let mut regs = Regs {
-            chunks: CallChunks::default(),
-            write_list: false,
-        };
-        let mut reads = [ReadSegment {
-            position: 0,
-            segment: Segment {
-                handle: 0,
-                length: 0,
-                offset: 0,
-            },
-        }];
-        let mut nreads = 0;
+        let mut regs = Regs::default();
         // What of the Call goes in the Send, as (offset, length) in it.
         let mut inline = [(0u32, call_len), (0, 0)];
+        let mut position = 0;
         let nomsg = match p.call {
             CallPlan::Inline => {
                 conn.count(X::CallsInline, 1);
                 false
             }
-            CallPlan::ReadChunk {
-                position,
-                len,
-                segments: 1,
-            } => {
+            CallPlan::ReadChunk { position: at, .. } => {
                 // The data pages in place; in the Send, the head and what
                 // follows the data's XDR pad in the tail (RFC 8166 Section
                 // 3.5.4: the pad is not sent).
-                let mut c = snd.wrap_pages(&qp)?;
-                c.register(false)?;
-                reads[0] = ReadSegment {
-                    position,
-                    segment: seg(&c)?,
-                };
-                nreads = 1;
-                regs.chunks.call = Some(c);
+                regs.call = self.wrap(&conn, &qp, snd, fr_pages, false)?;
+                position = at;
                 let tail = snd.tail_len();
                 let pad = if tail > 3 { tail & 3 } else { tail };
                 inline = [
@@ -413,77 +482,67 @@ impl ClientXprt {
                     (snd.head_len() + snd.page_len() + pad, tail - pad),
                 ];
                 conn.count(X::CallsReadChunk, 1);
-                conn.count(X::Registrations, 1);
                 add(&self.counts.read_chunks, 1);
-                add(&self.counts.registrations, 1);
-                add(&self.counts.rdma_request, u64::from(len));
+                add(&self.counts.rdma_request, u64::from(snd.page_len()));
                 false
             }
-            CallPlan::PositionZero { len, segments: 1 } => {
-                // The whole Call, padded with zeros (the chunk starts zeroed).
-                let mut c = Chunk::new(&qp, len)?;
+            CallPlan::PositionZero { len, .. } => {
+                // The whole Call, padded with zeros (chunks start zeroed).
+                regs.call = self.alloc(&conn, &qp, len, fr_pages, false)?;
                 let mut v = KVVec::new();
                 v.extend_with(call_len as usize, 0, GFP_KERNEL)?;
                 snd.read(0, &mut v)?;
-                c.write_at(0, &v)?;
-                c.register(false)?;
-                reads[0].segment = seg(&c)?;
-                nreads = 1;
-                regs.chunks.call = Some(c);
+                let mut at = 0usize;
+                for c in regs.call.iter_mut() {
+                    let end = (at + c.len() as usize).min(v.len());
+                    c.write_at(0, &v[at.min(end)..end])?;
+                    at += c.len() as usize;
+                }
                 inline = [(0, 0), (0, 0)];
                 conn.count(X::CallsLong, 1);
-                conn.count(X::Registrations, 1);
                 add(&self.counts.read_chunks, 1);
                 add(&self.counts.nomsg_calls, 1);
-                add(&self.counts.registrations, 1);
                 add(&self.counts.rdma_request, u64::from(len));
                 true
             }
-            _ => return Err(emsgsize()),
         };
-        let mut rseg = [Segment {
-            handle: 0,
-            length: 0,
-            offset: 0,
-        }];
-        let mut writes: [&[Segment]; 1] = [&[]];
-        let (mut nwrites, mut reply) = (0, None);
         match p.reply {
             ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { segments: 1, .. } => {
+            ReplyPlan::WriteList { .. } => {
                 // READ data lands in the receive pages: no copy.
-                let mut c = rcv.wrap_pages(&qp)?;
-                c.register(true)?;
-                rseg[0] = seg(&c)?;
-                regs.chunks.reply = Some(c);
+                regs.reply = self.wrap(&conn, &qp, rcv, fr_pages, true)?;
                 regs.write_list = true;
-                conn.count(X::Registrations, 1);
                 add(&self.counts.write_chunks, 1);
-                add(&self.counts.registrations, 1);
             }
-            ReplyPlan::ReplyChunk { len, segments: 1 } => {
-                let mut c = Chunk::new(&qp, len)?;
-                c.register(true)?;
-                rseg[0] = seg(&c)?;
-                regs.chunks.reply = Some(c);
-                conn.count(X::Registrations, 1);
+            ReplyPlan::ReplyChunk { len, .. } => {
+                regs.reply = self.alloc(&conn, &qp, len, fr_pages, true)?;
                 add(&self.counts.reply_chunks, 1);
-                add(&self.counts.registrations, 1);
             }
-            _ => return Err(emsgsize()),
         }
-        if regs.write_list {
-            writes[0] = &rseg;
-            nwrites = 1;
-        } else if regs.chunks.reply.is_some() {
-            reply = Some(&rseg[..]);
+        let call_segs = segments(&regs.call)?;
+        let reply_segs = segments(&regs.reply)?;
+        let mut reads = KVec::with_capacity(call_segs.len(), GFP_KERNEL)?;
+        for seg in call_segs.iter() {
+            reads.push(
+                ReadSegment {
+                    position,
+                    segment: *seg,
+                },
+                GFP_KERNEL,
+            )?;
         }
+        let wl: [&[Segment]; 1] = [&reply_segs];
+        let (writes, reply): (&[&[Segment]], _) = match (regs.write_list, reply_segs.is_empty()) {
+            (true, _) => (&wl, None),
+            (false, false) => (&[], Some(&reply_segs[..])),
+            (false, true) => (&[], None),
+        };
         let spec = MsgSpec {
             xid: rq.xid,
             credits: SLOTS,
             nomsg,
-            reads: &reads[..nreads],
-            writes: &writes[..nwrites],
+            reads: &reads,
+            writes,
             reply,
         };
         // Kept before the Send: its Reply may come at once.
@@ -573,8 +632,7 @@ impl ClientXprt {
         // Invalidated before the call completes: the server can no longer
         // touch memory the RPC layer is about to read or reuse.
         if let Some(r) = regs {
-            let local = conn.release_chunks(r.chunks, invalidated);
-            add(&self.counts.local_inv, u64::from(local));
+            self.release_regs(conn, r, invalidated);
         }
         rq.complete(res);
     }
@@ -609,11 +667,9 @@ impl ClientXprt {
                 // The payload is in the receive pages already; only a call
                 // that offered a Write chunk, and no more than it offered,
                 // may get one (RFC 8166 Section 3.4.6).
-                let chunk = regs
-                    .filter(|r| r.write_list)
-                    .and_then(|r| r.chunks.reply.as_ref());
+                let room = regs.filter(|r| r.write_list).map(|r| r.reply_len());
                 let written = u32::try_from(written).map_err(|_| EIO)?;
-                if c.write_list().count() != 1 || chunk.map_or(true, |k| written > k.len()) {
+                if c.write_list().count() != 1 || room.map_or(true, |k| u64::from(written) > k) {
                     conn.count(X::ChunkErrors, 1);
                     return Err(EIO);
                 }
@@ -639,18 +695,26 @@ impl ClientXprt {
             }
             Body::NoMsg(c) => {
                 let written = c.reply_chunk().map(|s| s.total_len()).ok_or(EIO)?;
-                let chunk = regs
-                    .filter(|r| !r.write_list)
-                    .and_then(|r| r.chunks.reply.as_mut())
+                let regs = regs
+                    .filter(|r| !r.write_list && !r.reply.is_empty())
                     .ok_or(EIO)?;
-                let written = u32::try_from(written).map_err(|_| EIO)?;
-                if written > chunk.len() {
+                if written > regs.reply_len() {
                     conn.count(X::ChunkErrors, 1);
                     return Err(EIO);
                 }
+                let written = u32::try_from(written).map_err(|_| EIO)?;
+                // The segments are filled in order (RFC 8166 Section 3.4.7).
                 let mut v = KVVec::new();
                 v.extend_with(written as usize, 0, GFP_KERNEL)?;
-                chunk.read_at(0, &mut v)?;
+                let mut at = 0usize;
+                for k in regs.reply.iter_mut() {
+                    let end = (at + k.len() as usize).min(v.len());
+                    if at >= end {
+                        break;
+                    }
+                    k.read_at(0, &mut v[at..end])?;
+                    at = end;
+                }
                 rq.write(0, &v)?;
                 conn.count(X::RepliesReplyChunk, 1);
                 add(&self.counts.rdma_reply, u64::from(written));
@@ -663,8 +727,7 @@ impl ClientXprt {
     fn release(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) {
         let regs = self.inner.lock().regs.remove(&xid);
         if let Some(r) = regs {
-            let local = conn.release_chunks(r.chunks, invalidated);
-            add(&self.counts.local_inv, u64::from(local));
+            self.release_regs(conn, r, invalidated);
         }
     }
 }
@@ -726,7 +789,7 @@ impl XprtOps for ClientOps {
         // threshold, at most a page, less the transport header.
         let page = kernel::page::PAGE_SIZE as u32;
         let limit = match self.0.current() {
-            Ok((_, _, n)) => n.c2s.min(n.s2c),
+            Ok((_, _, n, _)) => n.c2s.min(n.s2c),
             Err(_) => crate::proto::pvt_data::PrivateData::DEFAULT.send_size,
         };
         limit

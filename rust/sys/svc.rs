@@ -564,12 +564,25 @@ impl<'a> XdrMsg<'a> {
         self.buf.flags
     }
 
-    /// A chunk over its page part, for the peer to read or write in place.
-    pub(crate) fn wrap_pages(&self, qp: &Qp) -> Result<Chunk> {
+    /// Where its page part starts in its first page.
+    pub(crate) fn page_offset(&self) -> u32 {
+        self.buf.page_base % PAGE
+    }
+
+    /// A chunk over `len` octets of its page part from `offset`, for the
+    /// peer to read or write in place. `EINVAL` beyond the page part.
+    pub(crate) fn wrap_pages(&self, qp: &Qp, offset: u32, len: u32) -> Result<Chunk> {
+        if offset
+            .checked_add(len)
+            .map_or(true, |end| end > self.buf.page_len)
+        {
+            return Err(EINVAL);
+        }
         // SAFETY: sunrpc's xdr_buf, live for 'a: its page array covers
         // `page_base + page_len` octets of live pages (the send path fills
-        // sparse receive pages first); the chunk takes its own references.
-        unsafe { Chunk::wrap(qp, self.buf.pages, self.buf.page_base, self.buf.page_len) }
+        // sparse receive pages first), and so the range checked above; the
+        // chunk takes its own references.
+        unsafe { Chunk::wrap(qp, self.buf.pages, self.buf.page_base + offset, len) }
     }
 
     /// Copies `out.len()` octets from `offset` into `out`; fails if the message

@@ -61,6 +61,32 @@ static void rpcrdma_cm_xprt_free_addresses(struct rpc_xprt *xprt)
 
 /* Connecting --------------------------------------------------------------- */
 
+/*
+ * Credits are valid for one connection only (as in xprtrdma's
+ * rpcrdma_reqs_reset()): the calls waiting for a Reply give theirs back, so
+ * that each is sent again only with a credit of the next connection, whose
+ * grant starts at one (RFC 8166 Section 3.3.3). Units of a call being
+ * released meanwhile stay counted until its own release.
+ */
+static void rpcrdma_cm_xprt_reset_cong(struct rpc_xprt *xprt)
+{
+	struct rb_node *n;
+
+	spin_lock(&xprt->transport_lock);
+	spin_lock(&xprt->queue_lock);
+	for (n = rb_first(&xprt->recv_queue); n; n = rb_next(n)) {
+		struct rpc_rqst *req = rb_entry(n, struct rpc_rqst, rq_recv);
+
+		if (req->rq_cong) {
+			req->rq_cong = 0;
+			xprt->cong -= RPC_CWNDSCALE;
+		}
+	}
+	spin_unlock(&xprt->queue_lock);
+	xprt->cwnd = RPC_CWNDSCALE;
+	spin_unlock(&xprt->transport_lock);
+}
+
 static void rpcrdma_cm_xprt_connect_worker(struct work_struct *work)
 {
 	struct rpcrdma_cm_xprt *x = container_of(work, struct rpcrdma_cm_xprt,
@@ -103,6 +129,7 @@ static void rpcrdma_cm_xprt_connect(struct rpc_xprt *xprt, struct rpc_task *task
 static void rpcrdma_cm_xprt_close(struct rpc_xprt *xprt)
 {
 	rpcrdma_cm_xprt_close_rs(to_x(xprt)->rs);
+	rpcrdma_cm_xprt_reset_cong(xprt);
 	xprt->reestablish_timeout = 0;
 	++xprt->connect_cookie;
 	xprt_disconnect_done(xprt);

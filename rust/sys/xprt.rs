@@ -169,18 +169,6 @@ impl RpcXprt {
         }
     }
 
-    /// A new connection starts with one credit (RFC 8166 Section 3.3.3).
-    pub(crate) fn reset_credits(&self) {
-        let x = self.0.as_ptr();
-        // SAFETY: as in `set_credits`.
-        unsafe {
-            spin_lock(addr_of_mut!((*x).transport_lock));
-            (*x).cong = 0;
-            (*x).cwnd = 1 << RPC_CWNDSHIFT;
-            spin_unlock(addr_of_mut!((*x).transport_lock));
-        }
-    }
-
     /// A backchannel Call (`msg`, its RPC message) for the NFS client's
     /// callback service. `ENOBUFS` when all [`BC_SLOTS`] are busy.
     pub(crate) fn bc_call(&self, msg: &[u8]) -> Result {
