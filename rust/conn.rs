@@ -788,15 +788,22 @@ impl Conn {
 
     fn route_resolved(&self, id: &HandlerId<'_>) -> Result {
         let caps = id.caps();
-        let (send, recv) = {
+        let (send, recv, mount) = {
             let mut g = self.inner.lock();
             g.set_device(caps, self.stats());
-            g.buffer_sizes()
+            let (send, recv) = g.buffer_sizes();
+            (send, recv, g.for_mount)
+        };
+        // A mount's connection also takes the server's backchannel Calls.
+        let receives = if mount {
+            rpc_xprt::MOUNT_RECV_DEPTH
+        } else {
+            RECV_DEPTH
         };
         id.create_qp(&QpAttr {
             send_depth: SEND_DEPTH,
-            recv_depth: RECV_DEPTH,
-            recv_initial: RECV_DEPTH,
+            recv_depth: receives,
+            recv_initial: receives,
             send_size: send,
             recv_size: recv,
         })

@@ -47,7 +47,7 @@ use crate::stats::{Counter, XprtCounter as X};
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{
     econnrefused, econnreset, ehostunreach, emsgsize, enetdown, enetunreach, enobufs, enotconn,
-    eremoteio, etimedout,
+    etimedout,
 };
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{CmId, Net};
@@ -60,6 +60,10 @@ use crate::sys::xprt::{
 
 /// The largest segment of one chunk (one FRWR registration).
 const MAX_SEGMENT: u32 = 2 << 20;
+/// Receives a mount's connection posts: one per call in flight, one per
+/// backchannel Call the server may send, and the one being handled (as
+/// xprtrdma, so that a full window and callbacks never meet an RNR).
+pub(super) const MOUNT_RECV_DEPTH: u32 = SLOTS + BC_SLOTS + 1;
 /// How long the connect worker waits for a connection to be established.
 const CONNECT_TIMEOUT_MS: u32 = 30_000;
 
@@ -459,7 +463,12 @@ impl ClientXprt {
             reply_ddp_len: (rq.ddp && rcv.flags() & XDRBUF_READ != 0 && rcv.page_len() > 0)
                 .then(|| rcv.page_len()),
         };
-        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
+        // Segments as the registrations will cut them (a page less, for data
+        // that does not start on a page boundary), so the header's size is
+        // planned right.
+        let page = kernel::page::PAGE_SIZE as u32;
+        let seg_max = segment_room(0, fr_pages).saturating_sub(page).max(page);
+        let p = plan(neg.c2s, neg.s2c, &shape, seg_max).map_err(|_| emsgsize())?;
         let mut regs = Regs::default();
         // What of the Call goes in the Send, as (offset, length) in it.
         let mut inline = [(0u32, call_len), (0, 0)];
@@ -621,10 +630,20 @@ impl ClientXprt {
             conn.count(X::RepliesUnmatched, 1);
             return;
         };
+        // A Reply on a connection sunrpc is closing (its chunks are gone or
+        // going): the call is left to be sent again on the next one, whose
+        // grant starts afresh (dropping `rq` unpins it, nothing more).
+        let mut regs = {
+            let mut g = self.inner.lock();
+            if !g.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn)) {
+                conn.count(X::RepliesUnmatched, 1);
+                return;
+            }
+            g.regs.remove(&h.xid)
+        };
         // As xprtrdma: 0 means 1, and never more than we asked for.
         self.x.set_credits(h.credits.clamp(1, SLOTS));
         conn.count(X::RepliesReceived, 1);
-        let mut regs = self.inner.lock().regs.remove(&h.xid);
         let res = self.place(conn, &mut rq, &h, data, regs.as_mut());
         if res.is_err() {
             add(&self.counts.bad_reply, 1);
@@ -648,8 +667,14 @@ impl ClientXprt {
     ) -> Result<u32> {
         match h.body {
             Body::Error(_) => {
+                // As xprtrdma: the call fails with EIO.
                 conn.count(X::RdmaErrorReceived, 1);
-                Err(eremoteio())
+                Err(EIO)
+            }
+            // RDMA_MSG carries no Reply chunk back (RFC 8166 Section 4.2.1).
+            Body::Msg(c) if c.reply_chunk().is_some_and(|r| r.total_len() > 0) => {
+                conn.count(X::ChunkErrors, 1);
+                Err(EIO)
             }
             Body::Msg(c) => {
                 let rpc = &data[h.len..];
@@ -694,6 +719,12 @@ impl ClientXprt {
                 u32::try_from(rpc.len() + padded).map_err(|_| EIO)
             }
             Body::NoMsg(c) => {
+                // The whole Reply is in the Reply chunk: nothing was written
+                // to a Write chunk (RFC 8166 Section 4.2.2).
+                if c.write_list().any(|w| w.total_len() > 0) {
+                    conn.count(X::ChunkErrors, 1);
+                    return Err(EIO);
+                }
                 let written = c.reply_chunk().map(|s| s.total_len()).ok_or(EIO)?;
                 let regs = regs
                     .filter(|r| !r.write_list && !r.reply.is_empty())

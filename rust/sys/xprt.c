@@ -261,12 +261,13 @@ static void rpcrdma_cm_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int reqs)
 
 	spin_lock(&xprt->bc_pa_lock);
 	list_splice_init(&xprt->bc_pa_list, &free);
+	list_for_each_entry(b, &free, rqst.rq_bc_pa_list)
+		xprt->bc_alloc_count--;
 	spin_unlock(&xprt->bc_pa_lock);
 	list_for_each_entry_safe(b, tmp, &free, rqst.rq_bc_pa_list) {
 		free_page((unsigned long)b->call);
 		free_page((unsigned long)b->reply);
 		kfree(b);
-		xprt->bc_alloc_count--;
 	}
 }
 
@@ -283,11 +284,14 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 	rqst = list_first_entry_or_null(&xprt->bc_pa_list, struct rpc_rqst, rq_bc_pa_list);
 	if (rqst)
 		list_del(&rqst->rq_bc_pa_list);
+	else if (xprt->bc_alloc_count < RPCRDMA_CM_BC_SLOTS)
+		xprt->bc_alloc_count++;	/* taken now, made below */
+	else
+		rqst = ERR_PTR(-ENOBUFS);
 	spin_unlock(&xprt->bc_pa_lock);
+	if (IS_ERR(rqst))
+		return PTR_ERR(rqst);
 	if (!rqst) {
-		/* Only the Receive work (one at a time) makes requests. */
-		if (xprt->bc_alloc_count >= RPCRDMA_CM_BC_SLOTS)
-			return -ENOBUFS;
 		b = kzalloc(sizeof(*b), GFP_NOFS);
 		if (b) {
 			b->call = (void *)__get_free_page(GFP_NOFS);
@@ -299,12 +303,21 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 				free_page((unsigned long)b->reply);
 			}
 			kfree(b);
+			spin_lock(&xprt->bc_pa_lock);
+			xprt->bc_alloc_count--;
+			spin_unlock(&xprt->bc_pa_lock);
 			return -ENOBUFS;
 		}
 		rqst = &b->rqst;
 		rqst->rq_xprt = xprt;
 		__set_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
-		xprt->bc_alloc_count++;
+	}
+	/* Dropped by bc_free_rqst; none left: the transport is going away. */
+	if (!xprt_get(xprt)) {
+		spin_lock(&xprt->bc_pa_lock);
+		list_add_tail(&rqst->rq_bc_pa_list, &xprt->bc_pa_list);
+		spin_unlock(&xprt->bc_pa_lock);
+		return -ENOTCONN;
 	}
 	b = container_of(rqst, struct rpcrdma_cm_bc_rqst, rqst);
 	memcpy(b->call, msg, len);
@@ -316,9 +329,8 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 	buf->head[0].iov_base = b->call;
 	buf->head[0].iov_len = len;
 	buf->len = len;
+	/* svc_process_bc() encodes the Reply there (rq_res is this buffer). */
 	xdr_buf_init(&rqst->rq_snd_buf, b->reply, PAGE_SIZE);
-	/* Dropped by bc_free_rqst. */
-	xprt_get(xprt);
 	lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
 	svc_pool_wake_idle_thread(&serv->sv_pools[0]);
 	return 0;

@@ -16,7 +16,7 @@
 use core::ffi::c_void;
 use core::fmt::Write;
 use core::net::{IpAddr, SocketAddr};
-use core::ptr::{addr_of_mut, NonNull};
+use core::ptr::{addr_of, addr_of_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use kernel::bindings::{jiffies, kfree, kstrdup, spin_lock, spin_unlock};
 use kernel::c_str;
@@ -29,8 +29,8 @@ use super::bindings::{
     c_fn, rpc_display_format_t, rpc_rqst, rpc_task, rpc_xprt, rpcrdma_cm_xprt,
     rpcrdma_cm_xprt_bc_call, rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_register,
     rpcrdma_cm_xprt_unregister, seq_file, sockaddr_in, write_bytes_to_xdr_buf,
-    xprt_force_disconnect, xprt_lookup_rqst, xprt_pin_rqst, HZ, RPCRDMA_CM_INIT_REEST_TO,
-    RPC_CWNDSHIFT, XPRT_CONNECTED,
+    xprt_force_disconnect, xprt_lookup_rqst, xprt_pin_rqst, xprt_unpin_rqst, HZ,
+    RPCRDMA_CM_INIT_REEST_TO, RPC_CWNDSHIFT, XPRT_CONNECTED,
 };
 use super::debugfs::SeqFile;
 use super::errno::emsgsize;
@@ -186,7 +186,8 @@ impl RpcXprt {
 }
 
 /// A call pinned while its Reply is placed: sunrpc does not free it until
-/// [`PinnedRqst::complete`] (or dropping it, which fails the call with EIO).
+/// [`PinnedRqst::complete`], or until it is dropped, which only unpins it
+/// (the call still waits for a Reply, or to be sent again).
 pub(crate) struct PinnedRqst {
     x: RpcXprt,
     rqst: NonNull<rpc_rqst>,
@@ -264,7 +265,15 @@ impl PinnedRqst {
 
 impl Drop for PinnedRqst {
     fn drop(&mut self) {
-        self.finish(Err(EIO));
+        let x = self.x.0.as_ptr();
+        // SAFETY: pinned by `lookup` on this live transport (the pin keeps
+        // the request), unpinned once, here (`complete` skips this), under
+        // the queue lock as sunrpc requires.
+        unsafe {
+            spin_lock(addr_of_mut!((*x).queue_lock));
+            xprt_unpin_rqst(self.rqst.as_ptr());
+            spin_unlock(addr_of_mut!((*x).queue_lock));
+        }
     }
 }
 
@@ -375,16 +384,21 @@ c_fn!(rpcrdma_cm_xprt_close_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp: bool) -> c_int {
-    // SAFETY: the request sunrpc sends (transport locked); its buffers stay
-    // unchanged while it is sent.
-    let r = unsafe { &*rqst };
-    let call = RpcRqst {
-        xid: u32::from_be(r.rq_xid),
-        msg: XdrMsg::new(&r.rq_snd_buf),
-        rcvsize: r.rq_rcv_buf.buflen,
-        rcv: XdrMsg::new(&r.rq_rcv_buf),
-        ddp,
-        bc_reply: r.rq_buffer.is_null(),
+    // SAFETY: the request sunrpc sends (transport locked). Its XID, buffer
+    // pointer and send buffer stay unchanged while it is sent; its receive
+    // buffer is only read here for its layout, and a Reply that changes it
+    // (trim_head) is handled after the call is sent, so not during the
+    // borrow, which only covers building and posting the Send. Only those
+    // fields are borrowed, never the whole request.
+    let call = unsafe {
+        RpcRqst {
+            xid: u32::from_be((*rqst).rq_xid),
+            msg: XdrMsg::new(&*addr_of!((*rqst).rq_snd_buf)),
+            rcvsize: (*rqst).rq_rcv_buf.buflen,
+            rcv: XdrMsg::new(&*addr_of!((*rqst).rq_rcv_buf)),
+            ddp,
+            bc_reply: (*rqst).rq_buffer.is_null(),
+        }
     };
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.send(&call)
@@ -439,7 +453,9 @@ impl Write for StackStr {
 ///
 /// # Safety
 ///
-/// `x` is a transport being set up, or one whose ops sunrpc serialises.
+/// `x` is a transport being set up, or in set_port. (As with xprtrdma's and
+/// xprtsock's set_port, a reader of the old string while rpcbind changes the
+/// port races with its kfree: sunrpc gives transports no lock for it.)
 unsafe fn set_string(
     x: *mut rpc_xprt,
     which: rpc_display_format_t,
@@ -590,7 +606,7 @@ extern "C" fn rpcrdma_cm_xprt_print_stats_rs(x: *mut rpc_xprt, seq: *mut seq_fil
         } else {
             0
         };
-        (&(*x).stat, idle)
+        (core::ptr::read(addr_of!((*x).stat)), idle)
     };
     // SAFETY: the seq_file of this print_stats call.
     let mut m = unsafe { SeqFile::from_raw(seq) };
