@@ -179,6 +179,11 @@ expect() {
 # boot; it is taken from the kernel tree the guest was booted from (KSRC).
 load_c_transport() {
 	[ -d /sys/module/rpcrdma ] && return 0
+	# Our client class holds the ident rpcrdma.ko registers: ours goes first.
+	if [ "$(cat /sys/module/rpcrdma_cm/parameters/xprt_class 2>/dev/null)" = Y ]; then
+		rpc.nfsd 0 2>/dev/null
+		unload_module || { fail "cannot unload rpcrdma_cm (client class) for rpcrdma.ko"; return 1; }
+	fi
 	insmod "$KSRC/net/sunrpc/xprtrdma/rpcrdma.ko" || {
 		fail "cannot load Linux's rpcrdma.ko from $KSRC"
 		return 1

@@ -26,7 +26,7 @@
 //!   are never reused.
 
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -79,6 +79,11 @@ impl XprtFactory for ClientFactory {
                 net,
                 peer,
                 counts: MountCounts::default(),
+                // RFC 8797's default (1 KiB) until a connection says more.
+                bc_max: AtomicU32::new(
+                    crate::proto::pvt_data::PrivateData::DEFAULT.send_size
+                        - crate::proto::header::MIN_MSG_LEN as u32
+                ),
                 inner <- new_mutex!(Inner {
                     conn: None,
                     handed: false,
@@ -185,6 +190,9 @@ pub(crate) struct ClientXprt {
     net: Net,
     peer: SocketAddr,
     counts: MountCounts,
+    /// The largest backchannel message, from the last connection's
+    /// thresholds (see `connect`).
+    bc_max: AtomicU32,
     #[pin]
     inner: Mutex<Inner>,
     /// Signalled when the last user leaves after destroy began.
@@ -285,6 +293,20 @@ impl ClientXprt {
                     return Err(enotconn());
                 }
                 g.handed = true;
+                drop(g);
+                // bc_maxpayload is asked under rcu_read_lock(): it reads
+                // this, never a lock. What one Send carries either way, as
+                // xprtrdma: the smaller threshold, at most a page, less the
+                // transport header.
+                let neg = conn.inner.lock().negotiated;
+                if let Some(n) = neg {
+                    let page = kernel::page::PAGE_SIZE as u32;
+                    let max = n.c2s.min(n.s2c).min(page);
+                    this.bc_max.store(
+                        max.saturating_sub(crate::proto::header::MIN_MSG_LEN as u32),
+                        Ordering::Relaxed,
+                    );
+                }
                 Ok(())
             }
             Err(e) => {
@@ -816,16 +838,8 @@ impl XprtOps for ClientOps {
     }
 
     fn bc_maxpayload(&self) -> u32 {
-        // What one Send carries either way, as xprtrdma: the smaller
-        // threshold, at most a page, less the transport header.
-        let page = kernel::page::PAGE_SIZE as u32;
-        let limit = match self.0.current() {
-            Ok((_, _, n, _)) => n.c2s.min(n.s2c),
-            Err(_) => crate::proto::pvt_data::PrivateData::DEFAULT.send_size,
-        };
-        limit
-            .min(page)
-            .saturating_sub(crate::proto::header::MIN_MSG_LEN as u32)
+        // Called under rcu_read_lock(): no lock here (see `connect`).
+        self.0.bc_max.load(Ordering::Relaxed)
     }
 
     fn destroy(&self) {
