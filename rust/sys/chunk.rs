@@ -74,10 +74,11 @@ impl Chunk {
     /// A chunk over `len` octets of an RPC's pages from byte `offset` of
     /// `pages`, which the peer then reads or writes in place (no copy).
     ///
+    /// The chunk takes a reference on each page.
+    ///
     /// # Safety
     ///
-    /// `pages` holds live pages for those octets during the call (the chunk
-    /// takes a reference on each).
+    /// `pages` holds live pages for those octets during the call.
     pub(crate) unsafe fn wrap(
         qp: &Qp,
         pages: *mut *mut page,

@@ -578,10 +578,10 @@ impl<'a> XdrMsg<'a> {
         {
             return Err(EINVAL);
         }
-        // SAFETY: sunrpc's xdr_buf, live for 'a: its page array covers
-        // `page_base + page_len` octets of live pages (the send path fills
-        // sparse receive pages first), and so the range checked above; the
-        // chunk takes its own references.
+        // sunrpc's page array covers `page_base + page_len` octets of live
+        // pages (the send path fills sparse receive pages first).
+        // SAFETY: so the range checked above is live, for 'a (the xdr_buf's
+        // borrow); the chunk takes its own references.
         unsafe { Chunk::wrap(qp, self.buf.pages, self.buf.page_base + offset, len) }
     }
 

@@ -384,12 +384,11 @@ c_fn!(rpcrdma_cm_xprt_close_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp: bool) -> c_int {
-    // SAFETY: the request sunrpc sends (transport locked). Its XID, buffer
-    // pointer and send buffer stay unchanged while it is sent; its receive
-    // buffer is only read here for its layout, and a Reply that changes it
-    // (trim_head) is handled after the call is sent, so not during the
-    // borrow, which only covers building and posting the Send. Only those
-    // fields are borrowed, never the whole request.
+    // The request sunrpc sends (transport locked): its XID, buffer pointer
+    // and send buffer stay unchanged while it is sent; a Reply that changes
+    // its receive buffer (trim_head) comes after the Send is posted, which
+    // ends the borrow. Only those fields are borrowed, not the whole request.
+    // SAFETY: so these reads and borrows are valid for the call.
     let call = unsafe {
         RpcRqst {
             xid: u32::from_be((*rqst).rq_xid),
@@ -451,11 +450,13 @@ impl Write for StackStr {
 /// Sets address string `which` of `x` to what `f` writes (kstrdup'd: C's
 /// free_addresses kfree's it); a previous one is freed.
 ///
+/// As with xprtrdma's and xprtsock's set_port, a reader of the old string
+/// while rpcbind changes the port races with its kfree: sunrpc gives
+/// transports no lock for it.
+///
 /// # Safety
 ///
-/// `x` is a transport being set up, or in set_port. (As with xprtrdma's and
-/// xprtsock's set_port, a reader of the old string while rpcbind changes the
-/// port races with its kfree: sunrpc gives transports no lock for it.)
+/// `x` is a transport being set up, or in set_port.
 unsafe fn set_string(
     x: *mut rpc_xprt,
     which: rpc_display_format_t,
