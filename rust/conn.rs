@@ -795,15 +795,19 @@ impl Conn {
             (send, recv, g.for_mount)
         };
         // A mount's connection also takes the server's backchannel Calls.
-        let receives = if mount {
-            rpc_xprt::MOUNT_RECV_DEPTH
+        let (sends, receives, initial) = if mount {
+            (
+                rpc_xprt::MOUNT_SEND_DEPTH,
+                rpc_xprt::MOUNT_RECV_DEPTH,
+                rpc_xprt::MOUNT_RECV_INITIAL,
+            )
         } else {
-            RECV_DEPTH
+            (SEND_DEPTH, RECV_DEPTH, RECV_DEPTH)
         };
         id.create_qp(&QpAttr {
-            send_depth: SEND_DEPTH,
+            send_depth: sends,
             recv_depth: receives,
-            recv_initial: receives,
+            recv_initial: initial,
             send_size: send,
             recv_size: recv,
         })

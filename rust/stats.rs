@@ -86,6 +86,7 @@ counters! {
     RemoteInvalidationsUnmatched => "remote_invalidations_unmatched",
     LocalInvalidations => "local_invalidations",
     Registrations => "registrations",
+    MrsAllocated => "mrs_allocated",
     RdmaReads => "rdma_reads",
     RdmaWrites => "rdma_writes",
     RdmaRwWrs => "rdma_rw_wrs",
@@ -115,6 +116,7 @@ counters! {
     BcCallsReceived => "bc_calls_received",
     BcRepliesSent => "bc_replies_sent",
     BcOverflows => "bc_overflows",
+    CallsInFlightMax => "calls_in_flight_max",
 }
 
 const N: usize = NAMES.len();
@@ -137,6 +139,16 @@ impl XprtStats {
     /// Adds `n` to `c`.
     pub(crate) fn add(&self, c: XprtCounter, n: u64) {
         self.x[c as usize].fetch_add(n, Relaxed);
+    }
+
+    /// The value of `c`.
+    pub(crate) fn get(&self, c: XprtCounter) -> u64 {
+        self.x[c as usize].load(Relaxed)
+    }
+
+    /// Raises `c`, a high-water mark, to `v` if it is lower.
+    pub(crate) fn raise(&self, c: XprtCounter, v: u64) {
+        self.x[c as usize].fetch_max(v, Relaxed);
     }
 
     /// `name=value` pairs separated by spaces, zero values left out.

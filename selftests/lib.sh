@@ -285,3 +285,167 @@ sys.exit(0 if d == want else 1)' "$1" "$2"
 ensure_tracefs() {
 	mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 }
+
+# mountstat FIELD: a field of the rdma xprt line of /proc/self/mountstats
+# (xprtrdma's print_stats), counting from the field after "rdma": 11
+# read_chunk_count, 12 write_chunk_count, 13 reply_chunk_count, 17
+# fixup_copy_count, 24 mrs_allocated, 25 local_inv_needed.
+mountstat() {
+	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
+}
+
+# /tmp/tree (2,000 files of 1 to 9,000 random octets in 40 directories) and
+# /tmp/tree.tar, made once by one process (a process per file takes minutes
+# under TCG).
+make_tree() {
+	[ -f /tmp/tree.tar ] && return 0
+	perl -e 'open(my $r, "<", "/dev/urandom") or die;
+		for my $i (0 .. 1999) {
+			my $d = "/tmp/tree/d" . ($i % 40);
+			mkdir "/tmp/tree"; mkdir $d;
+			read($r, my $b, $i * 37 % 9000 + 1) or die;
+			open(my $f, ">", "$d/f$i") or die; print $f $b; close($f) or die;
+		}' || return 1
+	tar -C /tmp -cf /tmp/tree.tar tree
+}
+
+# mount_workloads SERVER PORT RESTART: what users do on `mount -o rdma` of
+# SERVER's nfsd at PORT, at NFS 4.2 and 3: untar a tree of 2,000 files and
+# diff it; random writes of 512 B to 1 MiB with fio's crc32c verification
+# (every block read back; O_DIRECT: every I/O is an RPC), then the same at
+# iodepth 64 with 4 KiB blocks (libaio: 64 calls in flight, more than a
+# window of 32); a directory of 5,000 entries listed complete. Then RESTART
+# (a function: nfsd stopped and started again, perhaps with other sizes)
+# runs while a 64 MiB copy does: the client reconnects (private data
+# exchanged again) and the copy completes byte for byte, read back after the
+# page cache is dropped. FIRST_CONN and RESTARTED_CONN are then the mount's
+# connections before and after, in our debugfs, if our client transport
+# carries the mount.
+mount_workloads() {
+	local server=$1 port=$2 restart=$3 v src mnt ok=0 pid before i n t0
+	command -v fio >/dev/null || { fail "fio missing (scripts/deps installs it)"; return 1; }
+	make_tree || { fail "making /tmp/tree"; return 1; }
+	for v in 4.2 3; do
+		src=/; [ "$v" = 3 ] && src=/tmp/export
+		mnt=/tmp/mnt_w$v
+		mkdir -p "$mnt"
+		timeout -s KILL 60 mount -t nfs -o rdma,port=$port,vers=$v,nolock,hard "$server:$src" "$mnt" ||
+			{ fail "mount vers=$v"; ok=1; continue; }
+		mkdir -p "$mnt/w$v"
+		t0=$SECONDS
+		tar -C "$mnt/w$v" -xf /tmp/tree.tar || { fail "vers=$v: untar"; ok=1; }
+		diff -r /tmp/tree "$mnt/w$v/tree" >/dev/null || { fail "vers=$v: the untarred tree differs"; ok=1; }
+		n=$(find "$mnt/w$v/tree" -type f | wc -l)
+		[ "$n" = 2000 ] || { fail "vers=$v: $n of 2000 files"; ok=1; }
+		fio --name=verify --filename="$mnt/w$v/fio.dat" --size=16M --rw=randwrite --bsrange=512-1M \
+			--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1 --do_verify=1 \
+			--number_ios=200 --randseed=8797 --output=/tmp/fio_$v.out >/dev/null 2>&1 ||
+			{ fail "vers=$v: fio verify: $(grep -m3 -iE 'err|verify' /tmp/fio_$v.out)"; ok=1; }
+		ktap_print_msg "vers=$v: untar, diff and fio verify: $((SECONDS - t0)) s"
+		t0=$SECONDS
+		fio --name=deep --filename="$mnt/w$v/deep.dat" --size=4M --rw=randwrite --bs=4k \
+			--direct=1 --ioengine=libaio --iodepth=64 --verify=crc32c --verify_fatal=1 \
+			--do_verify=1 --randseed=8166 --output=/tmp/fio_deep_$v.out >/dev/null 2>&1 ||
+			{ fail "vers=$v: fio iodepth 64: $(grep -m3 -iE 'err|verify' /tmp/fio_deep_$v.out)"; ok=1; }
+		ktap_print_msg "vers=$v: fio at iodepth 64: $((SECONDS - t0)) s"
+		t0=$SECONDS
+		mkdir "$mnt/w$v/big"
+		(cd "$mnt/w$v/big" && for ((i = 0; i < 5000; i++)); do : >"e$i" || exit 1; done) ||
+			{ fail "vers=$v: creating 5000 entries"; ok=1; }
+		echo 3 >/proc/sys/vm/drop_caches
+		n=$(ls "$mnt/w$v/big" | wc -l)
+		[ "$n" = 5000 ] || { fail "vers=$v: $n of 5000 entries listed"; ok=1; }
+		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
+		ktap_print_msg "vers=$v: 5,000 entries and rm -rf: $((SECONDS - t0)) s"
+		umount "$mnt" || ok=1
+	done
+	mnt=/tmp/mnt_r
+	mkdir -p "$mnt"
+	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$port,vers=4.2,hard "$server:/" "$mnt" || { fail "mount for the restart"; return 1; }
+	before=$(stat established)
+	FIRST_CONN=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	cp /tmp/nfs_big.bin "$mnt/restart.bin" &
+	pid=$!
+	sleep 1
+	"$restart" || { fail "$restart"; ok=1; }
+	wait "$pid" || { fail "the copy failed across the restart"; ok=1; }
+	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "the copy differs after the restart"; ok=1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "read back after the restart differs"; ok=1; }
+	ktap_print_msg "restart: $(($(stat established) - before)) connection ends established again (private data exchanged anew)"
+	[ "$(stat established)" -gt "$before" ] || { fail "no new connection after the restart"; ok=1; }
+	RESTARTED_CONN=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
+	rm -f "$mnt/restart.bin"
+	umount "$mnt" || ok=1
+	return $ok
+}
+
+# nfs3_acls MNT [EXPORT]: POSIX ACLs over NFSv3's ACL protocol on MNT, a
+# vers=3 mount over RDMA. A SETACL of 300 entries (about as many as the
+# NFSACL protocol takes in Linux: 340 fail over TCP too), then, with the
+# page cache dropped, its GETACL, whose receive pages the client leaves
+# sparse (XDRBUF_SPARSE_PAGES: the transport allocates them) and whose
+# Reply comes in a Reply chunk (the receive buffer is larger than the
+# inline threshold), gives the same ACL back. With EXPORT, the exported
+# directory on this machine: the server's own view matches, and a small ACL
+# set there comes back through GETACL.
+nfs3_acls() {
+	local mnt=$1 exp=${2:-} ok=0 i spec= got acl r0 r1
+	command -v setfacl >/dev/null || { fail "setfacl missing (scripts/deps installs acl)"; return 1; }
+	for ((i = 0; i < 300; i++)); do spec+="u:$((20000 + i)):r$([ $((i % 2)) = 0 ] && echo w),"; done
+	rm -f "$mnt/acl_big" "$mnt/acl_small"
+	: >"$mnt/acl_big" || { fail "create acl_big"; return 1; }
+	setfacl -m "${spec%,}" "$mnt/acl_big" || { fail "SETACL of 300 entries"; return 1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	r0=$(mountstat 13)
+	acl=$(getfacl -n --absolute-names --omit-header "$mnt/acl_big")
+	r1=$(mountstat 13)
+	got=$(echo "$acl" | grep -c '^user:2')
+	ktap_print_msg "NFSv3 ACL of 300 entries: $got read back through GETACL, Reply chunks +$((r1 - r0))"
+	[ "$got" = 300 ] || { fail "GETACL gave $got of 300 entries"; ok=1; }
+	[ "$((r1 - r0))" -ge 1 ] || { fail "GETACL's Reply took no Reply chunk"; ok=1; }
+	echo "$acl" | grep -q '^user:20001:r--$' && echo "$acl" | grep -q '^user:20298:rw-$' ||
+		{ fail "GETACL entries differ from what was set"; ok=1; }
+	if [ -n "$exp" ]; then
+		[ "$(getfacl -n --absolute-names --omit-header "$exp/acl_big")" = "$acl" ] ||
+			{ fail "the server's ACL differs from the client's"; ok=1; }
+		: >"$exp/acl_small" && setfacl -m u:4242:rw,g:4343:r "$exp/acl_small" || { fail "setfacl on the server"; ok=1; }
+		getfacl -n --absolute-names --omit-header "$mnt/acl_small" 2>/dev/null | grep -q '^user:4242:rw-$' ||
+			{ fail "GETACL of a small ACL set on the server"; ok=1; }
+	fi
+	rm -f "$mnt/acl_big" "$mnt/acl_small"
+	return $ok
+}
+
+# watchdog TEST: after TEST_WATCHDOG seconds (default 600; the longest test
+# takes about 250 s on the debug kernel) print, once, the kernel stack of
+# every task that is blocked (D) or in RDMA, RPC or module code, the
+# module's connections and listeners, the user processes and the end of the
+# kernel log, so a hang can be diagnosed from the
+# TAP output; the VM's hard timeout then ends the run. Started detached so
+# that a test's own bare `wait` does not wait for it.
+WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
+watchdog() {
+	local p st stack
+	sleep "${TEST_WATCHDOG:-600}"
+	ktap_print_msg "watchdog: $1 still running after ${TEST_WATCHDOG:-600} s; blocked or RDMA tasks:"
+	for p in /proc/[0-9]*; do
+		st=$(awk '/^State:/ { print $2 }' "$p/status" 2>/dev/null) || continue
+		stack=$(cat "$p/stack" 2>/dev/null)
+		[ "$st" = D ] || echo "$stack" | grep -qE 'rdma|rxe|ib_|rpcrdma|_cm_|cma_|iw_' || continue
+		ktap_print_msg "pid ${p#/proc/} $(cat "$p/comm" 2>/dev/null) state $st wchan $(cat "$p/wchan" 2>/dev/null):"
+		echo "$stack" | sed 's/^/#   /'
+	done
+	[ -r "$DBG/connections" ] && sed 's/^/# /' "$DBG/connections" "$DBG/listeners"
+	# Moving or stuck: the RPC and RDMA counters twice, 10 s apart.
+	for p in 1 2; do
+		ktap_print_msg "$(awk '$1 == "xprt:"' /proc/self/mountstats 2>/dev/null | head -2 | tr '\n' ' ')"
+		[ -r "$DBG/xprt" ] && tail -2 "$DBG/xprt" | sed 's/^/# /'
+		[ -r /proc/net/rpc/nfs ] && sed -n 's/^rpc /# rpc /p' /proc/net/rpc/nfs
+		[ "$p" = 2 ] || sleep 10
+	done
+	ktap_print_msg "watchdog: processes, then the kernel log's last 40 lines:"
+	ps -eo pid,stat,comm,args 2>/dev/null | grep -v '\[' | sed 's/^/#   /'
+	dmesg | tail -40 | sed 's/^/#   /'
+}

@@ -129,8 +129,11 @@ pair_c_client_to_c_server() {
 # byte-exact both ways; the mount's connection shows in our debugfs with
 # svcrdma's private data found and the thresholds negotiated from it;
 # mountstats has xprtrdma's 29-field line with chunks counted; NFS 3, 4.0
-# and 4.1 sessions; and with svcrdma's max_req_size and our sizes at 16 KiB,
-# 12 KiB WRITEs go inline.
+# and 4.1 sessions; MRs recycled; the workloads of the single-kernel tests
+# (mount_workloads: untar, fio with verification, 5,000 entries, a 64 MiB
+# copy across an nfsd restart that changes the thresholds); NFSv3 ACLs; and
+# with svcrdma's max_req_size and our sizes at 16 KiB, 12 KiB WRITEs go
+# inline.
 # session VERS: mounts guest a's nfsd at NFS version VERS, 4 MiB in and out
 # byte-exact (read back after dropping the page cache), a listing, umount.
 session() {
@@ -150,8 +153,12 @@ session() {
 	return $ok
 }
 
+restart_c_nfsd16() {
+	ask c_nfsd16
+}
+
 pair_our_client_to_c_server() {
-	local ok=0 line v r0 r1 mnt=/tmp/mnt_16
+	local ok=0 line v r0 r1 ra0 mnt=/tmp/mnt_16
 	for ((i = 0; i < 50; i++)); do [ -d /sys/module/rpcrdma ] || break; rmmod rpcrdma 2>/dev/null || sleep 0.2; done
 	[ ! -d /sys/module/rpcrdma ] || { fail "cannot unload rpcrdma.ko"; return 1; }
 	insmod "$KO" || { fail "insmod rpcrdma_cm.ko"; return 1; }
@@ -165,6 +172,35 @@ pair_our_client_to_c_server() {
 	[ "$(echo "$MOUNTSTATS" | wc -w)" = 29 ] || { fail "mountstats: not xprtrdma's 29 fields"; ok=1; }
 	[ "$(echo "$MOUNTSTATS" | awk '{ print $13 + $14 }')" -gt 0 ] || { fail "no chunks"; ok=1; }
 	for v in 3 4.0 4.1; do session "$v" || ok=1; done
+	# MRs are recycled: fewer allocated than registrations made.
+	ktap_print_msg "registrations $(stat registrations), MRs allocated $(stat mrs_allocated)"
+	[ "$(stat mrs_allocated)" -lt "$(stat registrations)" ] || { fail "every registration allocated an MR"; ok=1; }
+	# What users do, against svcrdma (mount_workloads), with our sizes at 16
+	# KiB: svcrdma grants 64 credits, so the mount posts Receives beyond its
+	# first 32 calls' worth for fio's 64 calls in flight; nfsd is restarted
+	# with max_req_size 16384 during the 64 MiB copy, and the mount's new
+	# connection negotiates 16 KiB where the first had svcrdma's 4 KiB. More
+	# than 32 calls are in flight at once (fio at iodepth 64, NFSv3: no
+	# session slots), never more than the 64 svcrdma grants.
+	echo 16384 >/sys/module/rpcrdma_cm/parameters/send_size && echo 16384 >/sys/module/rpcrdma_cm/parameters/recv_size || ok=1
+	ra0=$(stat receives_added)
+	mount_workloads "$PAIR_A" 20049 restart_c_nfsd16 || ok=1
+	ktap_print_msg "Receives added for credits beyond 32: $(($(stat receives_added) - ra0)); most calls in flight on one connection: $(stat calls_in_flight_max)"
+	ktap_print_msg "before the restart: $FIRST_CONN"
+	ktap_print_msg "after the restart: $RESTARTED_CONN"
+	[ "$(stat receives_added)" -gt "$ra0" ] || { fail "no Receives added for svcrdma's grant of 64"; ok=1; }
+	[ "$(stat calls_in_flight_max)" -gt 32 ] || { fail "never more than 32 calls in flight"; ok=1; }
+	[ "$(stat calls_in_flight_max)" -le 64 ] || { fail "more calls in flight than svcrdma's 64 credits"; ok=1; }
+	expect "$FIRST_CONN" c2s=4096 s2c=4096 outcome=found || ok=1
+	expect "$RESTARTED_CONN" c2s=16384 s2c=16384 outcome=found || ok=1
+	# NFSv3 ACLs through svcrdma: a 300-entry SETACL and its GETACL into sparse pages.
+	mkdir -p /tmp/mnt_acl
+	if timeout -s KILL 60 mount -t nfs -o rdma,port=20049,vers=3,nolock "$PAIR_A:/tmp/export" /tmp/mnt_acl; then
+		nfs3_acls /tmp/mnt_acl || ok=1
+		umount /tmp/mnt_acl || ok=1
+	else
+		fail "mount vers=3 for ACLs"; ok=1
+	fi
 	# RFC 8797's point against Linux's server: both ends at 16 KiB, 12 KiB
 	# WRITEs go inline (xprtrdma at its 4 KiB defaults takes a Read chunk).
 	ask c_nfsd16 || ok=1
@@ -220,7 +256,9 @@ drive() {
 		rc=1
 	fi
 	for t in pair_c_client_to_c_server pair_our_client_to_c_server pair_c_client_to_our_server; do
+		(watchdog "$t" & echo $! >"$WATCHDOG_PID")
 		if [ "$rc" = 0 ] && "$t"; then ktap_test_pass "$t"; else ktap_test_fail "$t"; rc=1; fi
+		kill "$(cat "$WATCHDOG_PID")" 2>/dev/null
 	done
 	echo done >"$PAIR_DIR/done"
 	ktap_finished

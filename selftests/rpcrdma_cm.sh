@@ -1462,75 +1462,18 @@ nfsd_over_rust_transport() {
 	return $ok
 }
 
-# What users do on a mount through our transport, at NFS 4.2 and 3: untar a
-# tree of 2,000 files and diff it; random reads and writes of 512 B to 1 MiB
-# with fio's crc32c verification (random writes, every block read back;
-# O_DIRECT: every I/O is an RPC); a
-# directory of 5,000 entries listed complete; and nfsd restarted (rpc.nfsd 0,
-# then again) while a copy runs: the client reconnects (private data
-# exchanged again) and the copy completes byte for byte.
+# What users do on a mount through our transport (mount_workloads in lib.sh),
+# nfsd restarted during the copy by restart_our_nfsd.
 nfs_workloads_over_rust_transport() {
-	local v src mnt ok=0 pid before i n
 	module_loaded || load_module || return 1
 	start_nfsd_on_ours || return 1
-	command -v fio >/dev/null || { fail "fio missing (scripts/deps installs it)"; return 1; }
-	if [ ! -f /tmp/tree.tar ]; then
-		# 2,000 files of 1 to 9,000 random octets in 40 directories, made by
-		# one process (a process per file takes minutes under TCG).
-		perl -e 'open(my $r, "<", "/dev/urandom") or die;
-			for my $i (0 .. 1999) {
-				my $d = "/tmp/tree/d" . ($i % 40);
-				mkdir "/tmp/tree"; mkdir $d;
-				read($r, my $b, $i * 37 % 9000 + 1) or die;
-				open(my $f, ">", "$d/f$i") or die; print $f $b; close($f) or die;
-			}' || return 1
-		tar -C /tmp -cf /tmp/tree.tar tree || return 1
-	fi
-	for v in 4.2 3; do
-		src=/; [ "$v" = 3 ] && src=/tmp/export
-		mnt=/tmp/mnt_w$v
-		mkdir -p "$mnt"
-		timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=$v,nolock,hard "$ADDR:$src" "$mnt" ||
-			{ fail "mount vers=$v"; ok=1; continue; }
-		mkdir -p "$mnt/w$v"
-		tar -C "$mnt/w$v" -xf /tmp/tree.tar || { fail "vers=$v: untar"; ok=1; }
-		diff -r /tmp/tree "$mnt/w$v/tree" >/dev/null || { fail "vers=$v: the untarred tree differs"; ok=1; }
-		n=$(find "$mnt/w$v/tree" -type f | wc -l)
-		[ "$n" = 2000 ] || { fail "vers=$v: $n of 2000 files"; ok=1; }
-		fio --name=verify --filename="$mnt/w$v/fio.dat" --size=16M --rw=randwrite --bsrange=512-1M \
-			--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1 --do_verify=1 \
-			--number_ios=200 --randseed=8797 --output=/tmp/fio_$v.out >/dev/null 2>&1 ||
-			{ fail "vers=$v: fio verify: $(grep -m3 -iE 'err|verify' /tmp/fio_$v.out)"; ok=1; }
-		mkdir "$mnt/w$v/big"
-		(cd "$mnt/w$v/big" && for ((i = 0; i < 5000; i++)); do : >"e$i" || exit 1; done) ||
-			{ fail "vers=$v: creating 5000 entries"; ok=1; }
-		echo 3 >/proc/sys/vm/drop_caches
-		n=$(ls "$mnt/w$v/big" | wc -l)
-		[ "$n" = 5000 ] || { fail "vers=$v: $n of 5000 entries listed"; ok=1; }
-		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
-		umount "$mnt" || ok=1
-	done
-	# nfsd restarts during a copy.
-	mnt=/tmp/mnt_r
-	mkdir -p "$mnt"
-	head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
-	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" || { fail "mount for the restart"; return 1; }
-	before=$(stat established)
-	cp /tmp/nfs_big.bin "$mnt/restart.bin" &
-	pid=$!
-	sleep 1
-	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
+	mount_workloads "$ADDR" "$NFS_PORT" restart_our_nfsd
+}
+
+restart_our_nfsd() {
+	rpc.nfsd 0 || return 1
 	sleep 2
-	start_nfsd_on_ours || { fail "nfsd did not come back"; ok=1; }
-	wait "$pid" || { fail "the copy failed across the restart"; ok=1; }
-	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "the copy differs after the restart"; ok=1; }
-	echo 3 >/proc/sys/vm/drop_caches
-	cmp -s /tmp/nfs_big.bin "$mnt/restart.bin" || { fail "read back after the restart differs"; ok=1; }
-	ktap_print_msg "restart: $(($(stat established) - before)) connection ends established again (private data exchanged anew)"
-	[ "$(stat established)" -gt "$before" ] || { fail "no new connection after the restart"; ok=1; }
-	rm -f "$mnt/restart.bin"
-	umount "$mnt" || ok=1
-	return $ok
+	start_nfsd_on_ours
 }
 
 # NFSv4.1 callbacks over our transport's backchannel: nfsd's callback path to
@@ -1579,13 +1522,6 @@ delegation_recall_over_backchannel() {
 	[ "$(cat "$mnt/deleg_file")" = "$(printf 'delegated data\nmore')" ] || { fail "the client reads stale data"; ok=1; }
 	umount "$mnt" || ok=1
 	return $ok
-}
-
-# mountstat FIELD: a field of the rdma xprt line of /proc/self/mountstats
-# (xprtrdma's print_stats): 12 write_chunk_count, 11 read_chunk_count,
-# 25 local_inv_needed (counting from the field after "rdma").
-mountstat() {
-	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
 }
 
 # RFC 8797 on the real path, as Linux's client sees it: it sets R, so does our
@@ -1841,7 +1777,7 @@ rmmod_refused_while_nfsd_uses_the_class() {
 # WRITE leaves from it through a Read chunk; rmmod is refused while
 # the mount holds the class, and succeeds once it is gone.
 nfs_client_over_rust_transport() {
-	local v mnt=/tmp/mnt_oc line ms r0 r1 c0 ok=0
+	local v mnt=/tmp/mnt_oc line ms r0 r1 c0 id g0 g1 m0 m1 ma0 ma1 ok=0
 	unload_transports || return 1
 	load_module xprt_class=1 || return 1
 	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
@@ -1875,6 +1811,18 @@ nfs_client_over_rust_transport() {
 	cp /tmp/export/f_1048576 "$mnt/w_1048576" && sync || { fail "write w_1048576"; ok=1; }
 	cmp -s /tmp/export/f_1048576 /tmp/export/w_1048576 || { fail "the server's w_1048576 differs"; ok=1; }
 	r1=$(mountstat 13) w1=$(mountstat 12) rd1=$(mountstat 11)
+	# MRs are recycled: eight 1 MiB WRITEs one after the other, each in a
+	# Read chunk, register eight times but allocate at most one MR more.
+	id=$(field "$line" id)
+	g0=$(xcount "$id" registrations) m0=$(xcount "$id" mrs_allocated) ma0=$(mountstat 24)
+	dd if=/tmp/nfs_src.bin of="$mnt/mr.bin" bs=1M count=8 oflag=direct status=none || { fail "8 MiB direct write"; ok=1; }
+	g1=$(xcount "$id" registrations) m1=$(xcount "$id" mrs_allocated) ma1=$(mountstat 24)
+	ktap_print_msg "8 direct 1 MiB WRITEs: registrations +$((g1 - g0)), MRs allocated +$((m1 - m0)) (mountstats mrs_allocated +$((ma1 - ma0)), $ma1 in all)"
+	[ "$((g1 - g0))" -ge 8 ] || { fail "the WRITEs registered $((g1 - g0)) chunks, not 8"; ok=1; }
+	[ "$((m1 - m0))" -le 1 ] || { fail "MRs not recycled: $((m1 - m0)) allocated for $((g1 - g0)) registrations"; ok=1; }
+	[ "$((ma1 - ma0))" = "$((m1 - m0))" ] || { fail "mountstats mrs_allocated moved by $((ma1 - ma0)), debugfs by $((m1 - m0))"; ok=1; }
+	rm -f "$mnt/mr.bin"
+	nfs3_acls "$mnt" /tmp/export || ok=1
 	ms=$(awk '$1 == "xprt:" && $2 == "rdma"' /proc/self/mountstats)
 	ktap_print_msg "mountstats: $ms"
 	ktap_print_msg "reply chunks +$((r1 - r0)), write chunks +$((w1 - w0)), read chunks +$((rd1 - rd0)), octets copied into pages +$((f1 - f0))"
@@ -1906,8 +1854,14 @@ our_client_class() {
 # listed, nfsd restarted during a 64 MiB copy) with `mount -o rdma` running
 # over our client class.
 nfs_client_workloads_over_rust_transport() {
+	local ok=0
 	our_client_class || return 1
-	nfs_workloads_over_rust_transport
+	nfs_workloads_over_rust_transport || ok=1
+	# Our server grants 32 credits: never more calls in flight than that.
+	ktap_print_msg "most calls in flight on one connection: $(stat calls_in_flight_max)"
+	[ "$(stat calls_in_flight_max)" -ge 2 ] || { fail "never two calls in flight at iodepth 64"; ok=1; }
+	[ "$(stat calls_in_flight_max)" -le 32 ] || { fail "more calls in flight than our server's 32 credits"; ok=1; }
+	return $ok
 }
 
 # A mount reconnects with what the new connection negotiates (RFC 8797
@@ -1915,11 +1869,14 @@ nfs_client_workloads_over_rust_transport() {
 # 16 KiB, nfsd started again: the copy completes byte for byte and the
 # mount's new connection shows c2s=s2c=16384 where the first showed 4096,
 # and 12 KiB WRITEs now go inline. Then the RDMA device is deleted during a copy and added again: the mount
-# reconnects once it is back and the copy completes byte for byte.
+# reconnects once it is back and the copy completes byte for byte. The
+# tracepoint rpcrdma_cm_xprt shows the connect and the reconnects.
 mount_reconnects_with_new_thresholds() {
-	local mnt=/tmp/mnt_rc ok=0 pid line first r0 r1
+	local mnt=/tmp/mnt_rc ok=0 pid line first r0 r1 t tr=/sys/kernel/tracing
 	our_client_class || return 1
 	start_nfsd_on_ours || return 1
+	ensure_tracefs && echo >$tr/trace && echo 1 >$tr/events/rpcrdma_cm/rpcrdma_cm_xprt/enable ||
+		{ fail "no rpcrdma_cm_xprt trace event"; return 1; }
 	mkdir -p "$mnt"
 	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" ||
@@ -1962,6 +1919,17 @@ mount_reconnects_with_new_thresholds() {
 	ktap_print_msg "device_removals $(stat device_removals); mount's connections: $(grep -c " for=mount" "$DBG/connections")"
 	rm -f "$mnt/rc.bin"
 	umount "$mnt" || { fail "umount"; ok=1; }
+	# The mount's own tracepoint: its first connect, and the reconnect
+	# that negotiated 16 KiB, each with its connection and status 0; the
+	# device removal left at least one more reconnect.
+	echo 0 >$tr/events/rpcrdma_cm/rpcrdma_cm_xprt/enable
+	t=$(grep -o 'rpcrdma_cm_xprt:.*' $tr/trace)
+	echo "$t" | head -8 | sed 's/^/# /'
+	echo "$t" | grep -q "rpcrdma_cm_xprt: conn=$(field "$first" id) connect xid=0x00000000 status=0$" ||
+		{ fail "no connect event for connection $(field "$first" id)"; ok=1; }
+	echo "$t" | grep -q "rpcrdma_cm_xprt: conn=$(field "$line" id) reconnect xid=0x00000000 status=0$" ||
+		{ fail "no reconnect event for connection $(field "$line" id)"; ok=1; }
+	[ "$(echo "$t" | grep -c " reconnect ")" -ge 2 ] || { fail "no reconnect traced after the device removal"; ok=1; }
 	return $ok
 }
 
@@ -2094,31 +2062,6 @@ debug_kernel_checks_on() {
 	done
 	ktap_print_msg "KASAN, lockdep ($(awk '/lock-classes:/ {print $2}' /proc/lockdep_stats) classes), kmemleak, debug objects, slub F/Z/P on"
 	return $ok
-}
-
-# watchdog TEST: after TEST_WATCHDOG seconds (default 600; the longest test
-# takes about 250 s on the debug kernel) print, once, the kernel stack of
-# every task that is blocked (D) or in RDMA, RPC or module code, the
-# module's connections and listeners, the user processes and the end of the
-# kernel log, so a hang can be diagnosed from the
-# TAP output; the VM's hard timeout then ends the run. Started detached so
-# that a test's own bare `wait` does not wait for it.
-WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
-watchdog() {
-	local p st stack
-	sleep "${TEST_WATCHDOG:-600}"
-	ktap_print_msg "watchdog: $1 still running after ${TEST_WATCHDOG:-600} s; blocked or RDMA tasks:"
-	for p in /proc/[0-9]*; do
-		st=$(awk '/^State:/ { print $2 }' "$p/status" 2>/dev/null) || continue
-		stack=$(cat "$p/stack" 2>/dev/null)
-		[ "$st" = D ] || echo "$stack" | grep -qE 'rdma|rxe|ib_|rpcrdma|_cm_|cma_|iw_' || continue
-		ktap_print_msg "pid ${p#/proc/} $(cat "$p/comm" 2>/dev/null) state $st:"
-		echo "$stack" | sed 's/^/#   /'
-	done
-	[ -r "$DBG/connections" ] && sed 's/^/# /' "$DBG/connections" "$DBG/listeners"
-	ktap_print_msg "watchdog: processes, then the kernel log's last 40 lines:"
-	ps -eo pid,stat,comm,args 2>/dev/null | grep -v '\[' | sed 's/^/#   /'
-	dmesg | tail -40 | sed 's/^/#   /'
 }
 
 main() {

@@ -428,14 +428,6 @@ impl Conn {
         let head = &head[..hn];
         let (data_len, seed) = (req.data_len(), req.seed(xid));
         let pad = n32(xdr_align(data_len as usize).ok_or(EINVAL)?) - data_len;
-        let seg = |c: &Chunk| -> Result<Segment> {
-            let r = c.registration().ok_or(EINVAL)?;
-            Ok(Segment {
-                handle: r.rkey,
-                length: c.len(),
-                offset: r.iova,
-            })
-        };
         let mut reads = [ReadSegment {
             position: 0,
             segment: Segment {
@@ -453,11 +445,9 @@ impl Conn {
             CallPlan::ReadChunk { position, len, .. } => {
                 let mut c = Chunk::new(qp, len)?;
                 fill_pattern(&mut c, 0, seed, len)?;
-                c.register(false)?;
-                self.count(X::Registrations, 1);
                 reads[0] = ReadSegment {
                     position,
-                    segment: seg(&c)?,
+                    segment: self.register_chunk(&mut c, false)?,
                 };
                 nreads = 1;
                 data_inline = false;
@@ -472,11 +462,9 @@ impl Conn {
                     fill_pattern(&mut c, n32(hn), seed, data_len)?;
                 }
                 c.write_at(n32(hn) + data_len, &[0u8; 3][..pad as usize])?;
-                c.register(false)?;
-                self.count(X::Registrations, 1);
                 reads[0] = ReadSegment {
                     position: 0,
-                    segment: seg(&c)?,
+                    segment: self.register_chunk(&mut c, false)?,
                 };
                 nreads = 1;
                 nomsg = true;
@@ -496,9 +484,7 @@ impl Conn {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
                 let mut c = Chunk::new(qp, len)?;
-                c.register(true)?;
-                self.count(X::Registrations, 1);
-                wseg[0] = seg(&c)?;
+                wseg[0] = self.register_chunk(&mut c, true)?;
                 chunks.reply = Some(c);
             }
         }
@@ -652,6 +638,21 @@ impl Conn {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Registers `c` for the peer to read, or write with `remote_write`
+    /// ([`Chunk::register`]), counting it and the MR it had to allocate.
+    pub(super) fn register_chunk(&self, c: &mut Chunk, remote_write: bool) -> Result<Segment> {
+        let r = c.register(remote_write)?;
+        self.count(X::Registrations, 1);
+        if c.new_mr() {
+            self.count(X::MrsAllocated, 1);
+        }
+        Ok(Segment {
+            handle: r.rkey,
+            length: c.len(),
+            offset: r.iova,
+        })
     }
 
     /// Releases a call's chunks; `invalidated` is the rkey the reply's Send

@@ -52,6 +52,7 @@ use crate::sys::errno::{
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{CmId, Net};
 use crate::sys::svc::XdrMsg;
+use crate::sys::trace;
 use crate::sys::wait::Waited;
 use crate::sys::xprt::{
     MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS, XDRBUF_READ,
@@ -60,10 +61,18 @@ use crate::sys::xprt::{
 
 /// The largest segment of one chunk (one FRWR registration).
 const MAX_SEGMENT: u32 = 2 << 20;
-/// Receives a mount's connection posts: one per call in flight, one per
-/// backchannel Call the server may send, and the one being handled (as
+/// Receives a mount's connection posts at most: one per call in flight, one
+/// per backchannel Call the server may send, and the one being handled (as
 /// xprtrdma, so that a full window and callbacks never meet an RNR).
 pub(super) const MOUNT_RECV_DEPTH: u32 = SLOTS + BC_SLOTS + 1;
+/// Calls in flight a new connection's Receives cover: more are posted when
+/// the server grants more credits (as xprtrdma's rpcrdma_post_recvs), so a
+/// mount of a server that grants few costs few buffers.
+const MOUNT_INITIAL_CALLS: u32 = 32;
+/// Receives a mount's connection posts at first.
+pub(super) const MOUNT_RECV_INITIAL: u32 = MOUNT_INITIAL_CALLS + BC_SLOTS + 1;
+/// Sends a mount's connection may have in flight: a call or callback Reply each.
+pub(super) const MOUNT_SEND_DEPTH: u32 = SLOTS + BC_SLOTS;
 /// How long the connect worker waits for a connection to be established.
 const CONNECT_TIMEOUT_MS: u32 = 30_000;
 
@@ -84,6 +93,7 @@ impl XprtFactory for ClientFactory {
                     crate::proto::pvt_data::PrivateData::DEFAULT.send_size
                         - crate::proto::header::MIN_MSG_LEN as u32
                 ),
+                connects: AtomicU32::new(0),
                 inner <- new_mutex!(Inner {
                     conn: None,
                     handed: false,
@@ -111,7 +121,8 @@ struct MountCounts {
     failed_marshal: AtomicU64,
     bad_reply: AtomicU64,
     nomsg_calls: AtomicU64,
-    registrations: AtomicU64,
+    /// MRs the mount's registrations had to allocate (the rest were recycled).
+    mrs_allocated: AtomicU64,
     local_inv: AtomicU64,
 }
 
@@ -193,6 +204,9 @@ pub(crate) struct ClientXprt {
     /// The largest backchannel message, from the last connection's
     /// thresholds (see `connect`).
     bc_max: AtomicU32,
+    /// Connect attempts so far (the first is traced `connect`, the others
+    /// `reconnect`).
+    connects: AtomicU32,
     #[pin]
     inner: Mutex<Inner>,
     /// Signalled when the last user leaves after destroy began.
@@ -239,7 +253,19 @@ impl ClientXprt {
         Some(Entered(self))
     }
 
+    /// sunrpc's connect: a fresh connection (and RFC 8797 negotiation),
+    /// traced as `connect` the first time and `reconnect` after, with the
+    /// connection's id and the attempt's status.
     fn connect(this: &Arc<Self>) -> Result {
+        let again = this.connects.fetch_add(1, Ordering::Relaxed) > 0;
+        let mut id = 0;
+        let res = Self::try_connect(this, &mut id);
+        let what = if again { "reconnect" } else { "connect" };
+        trace::xprt(id, what, 0, res.err().map_or(0, |e| e.to_errno()));
+        res
+    }
+
+    fn try_connect(this: &Arc<Self>, id: &mut u32) -> Result {
         this.close();
         let st = &this.state.stats;
         st.inc(Counter::Connects);
@@ -247,6 +273,7 @@ impl ClientXprt {
             .state
             .new_conn(Role::Client, advertised(&Advert::default()), None)
             .inspect_err(|_| st.inc(Counter::ErrAlloc))?;
+        *id = conn.id;
         {
             let mut g = conn.inner.lock();
             g.owner = Some(this.clone());
@@ -408,6 +435,7 @@ impl ClientXprt {
     fn wrap(
         &self,
         conn: &Conn,
+        xid: u32,
         qp: &Qp,
         msg: &XdrMsg<'_>,
         fr_pages: u32,
@@ -419,9 +447,8 @@ impl ClientXprt {
         while at < len {
             let k = (len - at).min(segment_room(msg.page_offset() + at, fr_pages));
             let mut c = msg.wrap_pages(qp, at, k)?;
-            c.register(remote_write)?;
+            self.register(conn, xid, &mut c, remote_write)?;
             v.push(c, GFP_KERNEL)?;
-            self.registered(conn);
             at += k;
         }
         Ok(v)
@@ -432,6 +459,7 @@ impl ClientXprt {
     fn alloc(
         &self,
         conn: &Conn,
+        xid: u32,
         qp: &Qp,
         len: u32,
         fr_pages: u32,
@@ -442,17 +470,19 @@ impl ClientXprt {
         while at < len {
             let k = (len - at).min(segment_room(0, fr_pages));
             let mut c = Chunk::new(qp, k)?;
-            c.register(remote_write)?;
+            self.register(conn, xid, &mut c, remote_write)?;
             v.push(c, GFP_KERNEL)?;
-            self.registered(conn);
             at += k;
         }
         Ok(v)
     }
 
-    fn registered(&self, conn: &Conn) {
-        conn.count(X::Registrations, 1);
-        add(&self.counts.registrations, 1);
+    /// Registers `c` for call `xid`; a failure is traced (`reg_failed`).
+    fn register(&self, conn: &Conn, xid: u32, c: &mut Chunk, remote_write: bool) -> Result {
+        conn.register_chunk(c, remote_write)
+            .inspect_err(|e| trace::xprt(conn.id, "reg_failed", xid, e.to_errno()))?;
+        add(&self.counts.mrs_allocated, u64::from(c.new_mr()));
+        Ok(())
     }
 
     /// Releases a call's registrations: LOCAL_INV for each, but the one the
@@ -504,7 +534,7 @@ impl ClientXprt {
                 // The data pages in place; in the Send, the head and what
                 // follows the data's XDR pad in the tail (RFC 8166 Section
                 // 3.5.4: the pad is not sent).
-                regs.call = self.wrap(&conn, &qp, snd, fr_pages, false)?;
+                regs.call = self.wrap(&conn, rq.xid, &qp, snd, fr_pages, false)?;
                 position = at;
                 let tail = snd.tail_len();
                 let pad = if tail > 3 { tail & 3 } else { tail };
@@ -519,7 +549,7 @@ impl ClientXprt {
             }
             CallPlan::PositionZero { len, .. } => {
                 // The whole Call, padded with zeros (chunks start zeroed).
-                regs.call = self.alloc(&conn, &qp, len, fr_pages, false)?;
+                regs.call = self.alloc(&conn, rq.xid, &qp, len, fr_pages, false)?;
                 let mut v = KVVec::new();
                 v.extend_with(call_len as usize, 0, GFP_KERNEL)?;
                 snd.read(0, &mut v)?;
@@ -541,12 +571,12 @@ impl ClientXprt {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteList { .. } => {
                 // READ data lands in the receive pages: no copy.
-                regs.reply = self.wrap(&conn, &qp, rcv, fr_pages, true)?;
+                regs.reply = self.wrap(&conn, rq.xid, &qp, rcv, fr_pages, true)?;
                 regs.write_list = true;
                 add(&self.counts.write_chunks, 1);
             }
             ReplyPlan::ReplyChunk { len, .. } => {
-                regs.reply = self.alloc(&conn, &qp, len, fr_pages, true)?;
+                regs.reply = self.alloc(&conn, rq.xid, &qp, len, fr_pages, true)?;
                 add(&self.counts.reply_chunks, 1);
             }
         }
@@ -606,12 +636,19 @@ impl ClientXprt {
         conn.touch();
         conn.count(X::CallsSent, 1);
         conn.count(X::BytesSend, sent as u64);
+        // Calls of this connection waiting for their Reply, this one included.
+        let waiting = conn.xs.get(X::CallsSent)
+            - conn
+                .xs
+                .get(X::RepliesReceived)
+                .min(conn.xs.get(X::CallsSent));
+        conn.raise(X::CallsInFlightMax, waiting);
         Ok(())
     }
 
     /// A Receive on `conn`, the current connection: a Reply to one of the
     /// mount's calls.
-    pub(super) fn received(&self, conn: &Conn, data: &[u8], invalidated: Option<u32>) {
+    pub(super) fn received(&self, conn: &Conn, qp: &Qp, data: &[u8], invalidated: Option<u32>) {
         let Some(_entered) = self.enter() else {
             return;
         };
@@ -663,8 +700,28 @@ impl ClientXprt {
             }
             g.regs.remove(&h.xid)
         };
-        // As xprtrdma: 0 means 1, and never more than we asked for.
-        self.x.set_credits(h.credits.clamp(1, SLOTS));
+        // As xprtrdma: 0 means 1, and never more than we asked for. A Receive
+        // for each call the grant lets in flight is posted before the window
+        // opens.
+        let credits = h.credits.clamp(1, SLOTS);
+        let (receives, _) = qp.recv_buffers();
+        let want = credits + BC_SLOTS + 1;
+        // Without memory for more, the window stays what the Receives cover.
+        if want > receives {
+            if let Ok(n) = qp.grow_recv(want - receives) {
+                conn.count(X::ReceivesAdded, u64::from(n));
+            }
+        }
+        let (receives, _) = qp.recv_buffers();
+        let window = credits.min(receives.saturating_sub(BC_SLOTS + 1)).max(1);
+        {
+            // Under the lock sunrpc's close takes first: once the connection
+            // is no longer current its credits are gone (reset_cong).
+            let g = self.inner.lock();
+            if g.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn)) {
+                self.x.set_credits(window);
+            }
+        }
         conn.count(X::RepliesReceived, 1);
         let res = self.place(conn, &mut rq, &h, data, regs.as_mut());
         if res.is_err() {
@@ -833,7 +890,7 @@ impl XprtOps for ClientOps {
         st.failed_marshal_count = get(&c.failed_marshal);
         st.bad_reply_count = get(&c.bad_reply);
         st.nomsg_call_count = get(&c.nomsg_calls);
-        st.mrs_allocated = get(&c.registrations);
+        st.mrs_allocated = get(&c.mrs_allocated);
         st.local_inv_needed = get(&c.local_inv);
     }
 

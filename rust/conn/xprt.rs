@@ -305,6 +305,13 @@ impl Conn {
         self.state.stats.xprt.add(c, n);
     }
 
+    /// Raises the high-water mark `c` to `v`, on this connection and
+    /// module-wide.
+    pub(super) fn raise(&self, c: X, v: u64) {
+        self.xs.raise(c, v);
+        self.state.stats.xprt.raise(c, v);
+    }
+
     /// A Receive completed on this connection's QP.
     pub(super) fn on_recv(&self, qp: &Qp, wc: &Completion<'_>) {
         if wc.status != 0 {
@@ -317,7 +324,7 @@ impl Conn {
             Role::Client => {
                 let owner = self.inner.lock().owner.clone();
                 match owner {
-                    Some(o) => o.received(self, wc.data, wc.invalidated),
+                    Some(o) => o.received(self, qp, wc.data, wc.invalidated),
                     None => self.reply_received(wc.data, wc.invalidated),
                 }
             }

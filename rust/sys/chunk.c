@@ -179,10 +179,67 @@ static void rpcrdma_cm_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /*
+ * An invalid MR for @npages pages: one the QP recycled, its key bumped so no
+ * earlier rkey reaches the new registration, else a new one (*@fresh).
+ */
+static struct ib_mr *rpcrdma_cm_mr_get(struct rpcrdma_cm_qp *qp, u32 npages, bool *fresh)
+{
+	struct ib_mr *mr = NULL;
+	unsigned long flags;
+
+	if (npages > qp->mr_pages)
+		return ERR_PTR(-EMSGSIZE);
+	spin_lock_irqsave(&qp->lock, flags);
+	if (!list_empty(&qp->mr_free)) {
+		mr = list_first_entry(&qp->mr_free, struct ib_mr, qp_entry);
+		list_del(&mr->qp_entry);
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	*fresh = !mr;
+	if (mr) {
+		ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+		return mr;
+	}
+	return ib_alloc_mr(qp->pd, IB_MR_TYPE_MEM_REG, qp->mr_pages);
+}
+
+/*
+ * Keeps an invalid MR for the next registration; once the QP is closing it is
+ * deregistered instead. Returns ib_dereg_mr()'s result.
+ */
+static int rpcrdma_cm_mr_put(struct rpcrdma_cm_qp *qp, struct ib_mr *mr)
+{
+	unsigned long flags;
+	bool kept;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	kept = !qp->closed;
+	if (kept)
+		list_add(&mr->qp_entry, &qp->mr_free);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return kept ? 0 : ib_dereg_mr(mr);
+}
+
+void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp)
+{
+	struct ib_mr *mr, *next;
+	unsigned long flags;
+	LIST_HEAD(all);
+
+	spin_lock_irqsave(&qp->lock, flags);
+	list_splice_init(&qp->mr_free, &all);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	list_for_each_entry_safe(mr, next, &all, qp_entry)
+		if (ib_dereg_mr(mr))
+			pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed on an invalid MR\n");
+}
+
+/*
  * Registers the chunk with FRWR (IB_WR_REG_MR, posted before whatever Send
  * announces it, so the QP's ordering makes it valid in time), for the peer to
  * read (@remote_write false) or write. Returns the rkey and the address the
- * peer uses. A chunk is registered at most once.
+ * peer uses, and 1 if that took a new MR, 0 if a recycled one. A chunk is
+ * registered at most once.
  */
 int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 			      u32 *rkey, u64 *iova)
@@ -191,16 +248,15 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 	struct ib_device *dev = qp->pd->device;
 	struct ib_reg_wr reg = {};
 	struct ib_mr *mr;
+	bool fresh;
 	int ret, n;
 
 	if (c->mr)
 		return -EBUSY;
-	if (c->npages > dev->attrs.max_fast_reg_page_list_len)
-		return -EMSGSIZE;
 	ret = rpcrdma_cm_qp_enter(qp);
 	if (ret)
 		return ret;
-	mr = ib_alloc_mr(qp->pd, IB_MR_TYPE_MEM_REG, c->npages);
+	mr = rpcrdma_cm_mr_get(qp, c->npages, &fresh);
 	if (IS_ERR(mr)) {
 		ret = PTR_ERR(mr);
 		goto out;
@@ -233,6 +289,7 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 	c->registered = true;
 	*rkey = mr->rkey;
 	*iova = mr->iova;
+	ret = fresh;
 out:
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
@@ -241,13 +298,16 @@ out:
 /*
  * Releases a chunk: invalidates its registration with LOCAL_INV unless
  * @remotely_invalidated (the peer did it with Send With Invalidate) or the QP
- * is gone, waits for its REG_MR / LOCAL_INV completions, and frees it. Returns
- * 1 if a LOCAL_INV was posted, else 0.
+ * is gone, waits for its REG_MR / LOCAL_INV completions, and frees it. An MR
+ * known to be invalid (invalidated, or never registered, with no WR failed) is
+ * kept for the QP's next registration; any other is deregistered. Returns 1 if
+ * a LOCAL_INV was posted, else 0.
  */
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
 	struct ib_device *dev = qp->pd->device;
+	bool invalid = !c->registered || remotely_invalidated;
 	int posted = 0;
 	u32 i;
 
@@ -261,21 +321,25 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 
 		c->inv_cqe.done = rpcrdma_cm_inv_done;
 		atomic_inc(&c->inflight);
-		if (rpcrdma_cm_post_send(qp, &inv))
+		if (rpcrdma_cm_post_send(qp, &inv)) {
 			atomic_dec(&c->inflight);
-		else
+		} else {
 			posted = 1;
+			invalid = true;
+		}
 		rpcrdma_cm_qp_leave(qp);
 	}
 	/* Completes: a live QP finishes the WRs, a closing one flushes them. */
 	wait_event(qp->wq, atomic_read(&c->inflight) == 0);
 	/*
-	 * Deregister before unmapping, always: without a LOCAL_INV (the QP was
-	 * closing) the rkey may still be valid on a QP that is not yet in the
-	 * error state, and a peer writing through it must find no mapping
-	 * behind it, never one to memory that is about to be reused.
+	 * An MR not known to be invalid is deregistered before the memory is
+	 * unmapped, always: without a LOCAL_INV (the QP was closing) the rkey
+	 * may still be valid on a QP that is not yet in the error state, and a
+	 * peer writing through it must find no mapping behind it, never one to
+	 * memory that is about to be reused.
 	 */
-	if (c->mr && ib_dereg_mr(c->mr)) {
+	if (c->mr && (invalid && !c->mr_status ? rpcrdma_cm_mr_put(qp, c->mr) :
+			ib_dereg_mr(c->mr))) {
 		/*
 		 * The registration may still be live: keep the memory mapped and
 		 * allocated for good rather than hand it back while the peer can

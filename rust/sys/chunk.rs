@@ -47,6 +47,7 @@ pub(crate) struct Chunk {
     raw: NonNull<rpcrdma_cm_chunk>,
     len: u32,
     reg: Option<Registration>,
+    new_mr: bool,
     remote_inv: bool,
 }
 
@@ -67,6 +68,7 @@ impl Chunk {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
             len,
             reg: None,
+            new_mr: false,
             remote_inv: false,
         })
     }
@@ -94,6 +96,7 @@ impl Chunk {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
             len,
             reg: None,
+            new_mr: false,
             remote_inv: false,
         })
     }
@@ -123,18 +126,28 @@ impl Chunk {
 
     /// Registers the chunk with FRWR for the peer to read, or with
     /// `remote_write` to write. Post it before the Send that names it.
+    ///
+    /// The QP recycles its invalidated MRs: [`Chunk::new_mr`] says whether
+    /// this registration had to allocate one.
     pub(crate) fn register(&mut self, remote_write: bool) -> Result<Registration> {
         if self.reg.is_some() {
             return Err(EBUSY);
         }
         let (mut rkey, mut iova) = (0u32, 0u64);
         // SAFETY: `raw` is our live chunk; `rkey` and `iova` are out pointers.
-        to_result(unsafe {
+        let ret = unsafe {
             rpcrdma_cm_chunk_register(self.raw.as_ptr(), remote_write, &mut rkey, &mut iova)
-        })?;
+        };
+        to_result(ret)?;
         let r = Registration { rkey, iova };
         self.reg = Some(r);
+        self.new_mr = ret > 0;
         Ok(r)
+    }
+
+    /// Whether the registration took a newly allocated MR, not a recycled one.
+    pub(crate) fn new_mr(&self) -> bool {
+        self.new_mr
     }
 
     /// The registration, if the chunk is registered.

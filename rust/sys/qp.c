@@ -26,6 +26,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -204,6 +205,8 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
 	struct rpcrdma_cm_wc_info info;
 	struct rpcrdma_cm_buf *b;
 	unsigned long flags;
+	unsigned int nofs;
+	bool kept;
 
 	for (;;) {
 		spin_lock_irqsave(&qp->lock, flags);
@@ -223,7 +226,14 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
 		if (b->status == IB_WC_SUCCESS)
 			ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
 						   DMA_FROM_DEVICE);
-		if (rpcrdma_cm_recv_rs(qp->owner, qp, b, &info))
+		/*
+		 * No fs reclaim from here: it may wait for an NFS Reply that
+		 * only this work can deliver (as rpciod, under NOFS).
+		 */
+		nofs = memalloc_nofs_save();
+		kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
+		memalloc_nofs_restore(nofs);
+		if (kept)
 			continue;	/* kept: reposted by rpcrdma_cm_recv_release() */
 		if (b->status != IB_WC_SUCCESS)
 			continue;
@@ -366,6 +376,9 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	init_waitqueue_head(&qp->wq);
 	INIT_LIST_HEAD(&qp->send_free);
 	INIT_LIST_HEAD(&qp->recv_ready);
+	INIT_LIST_HEAD(&qp->mr_free);
+	qp->mr_pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len,
+			     RPCRDMA_CM_CHUNK_MAX_PAGES);
 	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
 	atomic_set(&qp->recv_posted, 0);
 	qp->send_size = a->send_size;
@@ -458,6 +471,7 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 		ib_drain_qp(qp->id->qp);
 	flush_work(&qp->recv_work);
 	wait_event(qp->wq, atomic_read(&qp->users) == 0);
+	rpcrdma_cm_mr_pool_destroy(qp);
 	if (qp->id->qp)
 		rdma_destroy_qp(qp->id);
 	rpcrdma_cm_bufs_free(qp, qp->send, qp->send_depth, DMA_TO_DEVICE);

@@ -54,6 +54,13 @@ struct rpcrdma_cm_qp {
 	wait_queue_head_t wq;
 	struct list_head send_free;
 	struct list_head recv_ready;
+	/*
+	 * Invalid FRWR MRs of @mr_pages pages each, kept for the next chunk
+	 * registration (linked by ib_mr.qp_entry, as ib_mr_pool does); freed by
+	 * teardown, after which a released MR is deregistered at once.
+	 */
+	struct list_head mr_free;
+	u32 mr_pages;
 	struct work_struct recv_work;
 	struct workqueue_struct *recv_wq;
 	/*
@@ -83,5 +90,8 @@ int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 #define RPCRDMA_CM_RW_SGES 16
 /* The most pages one chunk may have (4 MiB with 4 KiB pages). */
 #define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
+
+/* Deregisters the QP's recycled MRs (teardown, once @closed is set). */
+void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp);
 
 #endif /* RPCRDMA_CM_QP_H */

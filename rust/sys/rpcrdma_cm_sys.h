@@ -291,8 +291,11 @@ struct rpcrdma_cm_xprt {
 	void *rs;			/* the Rust context (a mount's) */
 };
 
-/* Requests in flight per mount at most: the slot table, and the credits asked. */
-#define RPCRDMA_CM_XPRT_SLOTS 32
+/*
+ * Requests in flight per mount at most: the slot table, and the credits asked
+ * (xprtrdma's default, RPCRDMA_DEF_SLOT_TABLE). The server's grant limits it.
+ */
+#define RPCRDMA_CM_XPRT_SLOTS 128
 /* Backchannel Calls the server may have outstanding (xprtrdma's 16). */
 #define RPCRDMA_CM_BC_SLOTS 16
 /* xprtrdma's reconnect timeout (xprt_rdma.h), so a mount behaves the same. */
@@ -312,9 +315,10 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len);
 
 /* Implemented in Rust (rust/sys/xprt.rs): rpc_xprt_ops and calls from xprt.c. */
 void rpcrdma_cm_xprt_format_rs(struct rpc_xprt *xprt);
+void rpcrdma_cm_xprt_unformat_rs(struct rpc_xprt *xprt);
 int rpcrdma_cm_xprt_create_rs(struct rpc_xprt *xprt, void **rs);
 int rpcrdma_cm_xprt_connect_rs(void *rs);
-void rpcrdma_cm_xprt_close_rs(void *rs);
+void rpcrdma_cm_xprt_close_rs(struct rpc_xprt *xprt, void *rs);
 int rpcrdma_cm_xprt_send_rs(void *rs, struct rpc_rqst *rqst, bool ddp);
 void rpcrdma_cm_xprt_buf_free_rs(void *rs, u32 xid);
 u32 rpcrdma_cm_xprt_bc_maxpayload_rs(void *rs);
@@ -334,6 +338,7 @@ void rpcrdma_cm_trace_reject(const char *peer, const char *why);
 void rpcrdma_cm_trace_rdma_error(u32 id, u32 xid, u32 code);
 void rpcrdma_cm_trace_closed(u32 id, const char *why, int status);
 void rpcrdma_cm_trace_wc_error(u32 id, bool recv, int status);
+void rpcrdma_cm_trace_xprt(u32 id, const char *what, u32 xid, int status);
 
 /* ib_client.c: RDMA devices appearing ---------------------------------------- */
 

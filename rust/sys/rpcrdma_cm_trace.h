@@ -122,6 +122,29 @@ TRACE_EVENT(rpcrdma_cm_wc_error,
 		  __entry->status)
 );
 
+/*
+ * A mount's transport: a connect or reconnect attempt ended (@status 0 once
+ * established), or a chunk registration for call @xid failed.
+ */
+TRACE_EVENT(rpcrdma_cm_xprt,
+	TP_PROTO(u32 id, const char *what, u32 xid, int status),
+	TP_ARGS(id, what, xid, status),
+	TP_STRUCT__entry(
+		__field(u32, id)
+		__string(what, what)
+		__field(u32, xid)
+		__field(int, status)
+	),
+	TP_fast_assign(
+		__entry->id = id;
+		__assign_str(what);
+		__entry->xid = xid;
+		__entry->status = status;
+	),
+	TP_printk("conn=%u %s xid=0x%08x status=%d", __entry->id, __get_str(what),
+		  __entry->xid, __entry->status)
+);
+
 #endif /* RPCRDMA_CM_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

@@ -37,3 +37,8 @@ void rpcrdma_cm_trace_wc_error(u32 id, bool recv, int status)
 {
 	trace_rpcrdma_cm_wc_error(id, recv, status);
 }
+
+void rpcrdma_cm_trace_xprt(u32 id, const char *what, u32 xid, int status)
+{
+	trace_rpcrdma_cm_xprt(id, what, xid, status);
+}

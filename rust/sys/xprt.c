@@ -50,42 +50,7 @@ static const struct rpc_timeout rpcrdma_cm_xprt_timeout = {
 	.to_maxval = 60 * HZ,
 };
 
-static void rpcrdma_cm_xprt_free_addresses(struct rpc_xprt *xprt)
-{
-	int i;
-
-	for (i = 0; i < RPC_DISPLAY_MAX; i++)
-		if (i != RPC_DISPLAY_PROTO && i != RPC_DISPLAY_NETID)
-			kfree(xprt->address_strings[i]);
-}
-
 /* Connecting --------------------------------------------------------------- */
-
-/*
- * Credits are valid for one connection only (as in xprtrdma's
- * rpcrdma_reqs_reset()): the calls waiting for a Reply give theirs back, so
- * that each is sent again only with a credit of the next connection, whose
- * grant starts at one (RFC 8166 Section 3.3.3). Units of a call being
- * released meanwhile stay counted until its own release.
- */
-static void rpcrdma_cm_xprt_reset_cong(struct rpc_xprt *xprt)
-{
-	struct rb_node *n;
-
-	spin_lock(&xprt->transport_lock);
-	spin_lock(&xprt->queue_lock);
-	for (n = rb_first(&xprt->recv_queue); n; n = rb_next(n)) {
-		struct rpc_rqst *req = rb_entry(n, struct rpc_rqst, rq_recv);
-
-		if (req->rq_cong) {
-			req->rq_cong = 0;
-			xprt->cong -= RPC_CWNDSCALE;
-		}
-	}
-	spin_unlock(&xprt->queue_lock);
-	xprt->cwnd = RPC_CWNDSCALE;
-	spin_unlock(&xprt->transport_lock);
-}
 
 static void rpcrdma_cm_xprt_connect_worker(struct work_struct *work)
 {
@@ -128,25 +93,14 @@ static void rpcrdma_cm_xprt_connect(struct rpc_xprt *xprt, struct rpc_task *task
 /* Called with the transport locked (autoclose, or an RPC's send). */
 static void rpcrdma_cm_xprt_close(struct rpc_xprt *xprt)
 {
-	rpcrdma_cm_xprt_close_rs(to_x(xprt)->rs);
-	rpcrdma_cm_xprt_reset_cong(xprt);
+	/* Rust closes the connection and resets the credits. */
+	rpcrdma_cm_xprt_close_rs(xprt, to_x(xprt)->rs);
 	xprt->reestablish_timeout = 0;
 	++xprt->connect_cookie;
 	xprt_disconnect_done(xprt);
 }
 
 /* Requests ------------------------------------------------------------------ */
-
-static int rpcrdma_cm_xprt_fill_pages(struct xdr_buf *buf)
-{
-	struct page **pages = buf->pages + (buf->page_base >> PAGE_SHIFT);
-	u32 i, n = PAGE_ALIGN(offset_in_page(buf->page_base) + buf->page_len) >> PAGE_SHIFT;
-
-	for (i = 0; i < n; i++)
-		if (!pages[i] && !(pages[i] = alloc_page(GFP_NOWAIT | __GFP_NOWARN)))
-			return -ENOBUFS;
-	return 0;
-}
 
 static int rpcrdma_cm_xprt_send_request(struct rpc_rqst *rqst)
 {
@@ -162,10 +116,6 @@ static int rpcrdma_cm_xprt_send_request(struct rpc_rqst *rqst)
 	if (!bc_reply) {
 		/* No direct placement when the security flavour touches data. */
 		ddp = !test_bit(RPCAUTH_AUTH_DATATOUCH, &rqst->rq_cred->cr_auth->au_flags);
-		/* NFSv3 GETACL's receive pages come on demand, as in xprtrdma. */
-		if (rqst->rq_rcv_buf.flags & XDRBUF_SPARSE_PAGES &&
-		    rpcrdma_cm_xprt_fill_pages(&rqst->rq_rcv_buf))
-			return -ENOBUFS;
 		/*
 		 * A retransmission on the connection that carried the call would
 		 * take a second credit the server never granted: reconnect
@@ -426,7 +376,7 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 
 void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x)
 {
-	rpcrdma_cm_xprt_free_addresses(&x->xprt);
+	rpcrdma_cm_xprt_unformat_rs(&x->xprt);
 	xprt_free(&x->xprt);
 	/* Taken in rpcrdma_cm_xprt_alloc(): this function is module code. */
 	module_put(THIS_MODULE);

@@ -18,7 +18,10 @@ use core::fmt::Write;
 use core::net::{IpAddr, SocketAddr};
 use core::ptr::{addr_of, addr_of_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use kernel::bindings::{jiffies, kfree, kstrdup, spin_lock, spin_unlock};
+use kernel::bindings::{
+    alloc_pages, jiffies, kfree, kstrdup, rb_first, rb_next, spin_lock, spin_unlock, __GFP_NOWARN,
+    GFP_NOWAIT,
+};
 use kernel::c_str;
 use kernel::error::to_result;
 use kernel::ffi::{c_int, c_ulong, c_ushort};
@@ -28,18 +31,21 @@ use kernel::sync::Arc;
 use super::bindings::{
     c_fn, rpc_display_format_t, rpc_rqst, rpc_task, rpc_xprt, rpcrdma_cm_xprt,
     rpcrdma_cm_xprt_bc_call, rpcrdma_cm_xprt_complete, rpcrdma_cm_xprt_register,
-    rpcrdma_cm_xprt_unregister, seq_file, sockaddr_in, write_bytes_to_xdr_buf,
+    rpcrdma_cm_xprt_unregister, seq_file, sockaddr_in, write_bytes_to_xdr_buf, xdr_buf,
     xprt_force_disconnect, xprt_lookup_rqst, xprt_pin_rqst, xprt_unpin_rqst, HZ,
-    RPCRDMA_CM_INIT_REEST_TO, RPC_CWNDSHIFT, XPRT_CONNECTED,
+    RPCRDMA_CM_INIT_REEST_TO, RPC_CWNDSHIFT, XDRBUF_SPARSE_PAGES, XPRT_CONNECTED,
 };
 use super::debugfs::SeqFile;
-use super::errno::emsgsize;
+use super::errno::{emsgsize, enobufs};
 use super::rdma_cm::{sockaddr_from_c, Net};
 use super::svc::XdrMsg;
 
 pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
 pub(crate) use super::bindings::RPCRDMA_CM_XPRT_SLOTS as SLOTS;
 pub(crate) use super::bindings::{XDRBUF_READ, XDRBUF_WRITE};
+
+/// One call's share of the congestion window (sunrpc's RPC_CWNDSCALE).
+const CWND_SCALE: c_ulong = 1 << RPC_CWNDSHIFT;
 
 // The transport embeds sunrpc's at its start: a `struct rpc_xprt *` of ours is
 // a `struct rpcrdma_cm_xprt *`.
@@ -165,6 +171,38 @@ impl RpcXprt {
         unsafe {
             spin_lock(addr_of_mut!((*x).transport_lock));
             (*x).cwnd = (credits as c_ulong) << RPC_CWNDSHIFT;
+            spin_unlock(addr_of_mut!((*x).transport_lock));
+        }
+    }
+
+    /// Credits are valid for one connection only (as xprtrdma's
+    /// rpcrdma_reqs_reset()): the calls waiting for a Reply give theirs back,
+    /// so that each is sent again only with a credit of the next connection,
+    /// whose grant starts at one (RFC 8166 Section 3.3.3). A call being
+    /// released meanwhile keeps its units counted until its own release.
+    pub(crate) fn reset_cong(&self) {
+        let x = self.0.as_ptr();
+        // The request's rb_node is the union member `rq_recv` (offset 0 of
+        // the union).
+        let at = core::mem::offset_of!(rpc_rqst, __bindgen_anon_1);
+        // SAFETY: a live transport (type rule). recv_queue is walked under
+        // queue_lock and cong/cwnd changed under transport_lock (nested here
+        // only, as in xprtrdma's close; neither is held when sunrpc calls
+        // close); each node is a queued request's rq_recv.
+        unsafe {
+            spin_lock(addr_of_mut!((*x).transport_lock));
+            spin_lock(addr_of_mut!((*x).queue_lock));
+            let mut n = rb_first(addr_of!((*x).recv_queue));
+            while !n.is_null() {
+                let req = n.cast::<u8>().sub(at).cast::<rpc_rqst>();
+                if (*req).rq_cong != 0 {
+                    (*req).rq_cong = 0;
+                    (*x).cong = (*x).cong.wrapping_sub(CWND_SCALE);
+                }
+                n = rb_next(n);
+            }
+            spin_unlock(addr_of_mut!((*x).queue_lock));
+            (*x).cwnd = CWND_SCALE;
             spin_unlock(addr_of_mut!((*x).transport_lock));
         }
     }
@@ -375,15 +413,28 @@ extern "C" fn rpcrdma_cm_xprt_connect_rs(rs: *mut c_void) -> c_int {
 }
 c_fn!(rpcrdma_cm_xprt_connect_rs);
 
+/// close: the connection goes, and with it its credits (see
+/// [`RpcXprt::reset_cong`]).
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_close_rs(rs: *mut c_void) {
+extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
-    unsafe { ops(rs) }.close()
+    unsafe { ops(rs) }.close();
+    if let Some(x) = NonNull::new(x) {
+        // SAFETY: sunrpc's transport, live during its close op.
+        unsafe { RpcXprt::from_raw(x) }.reset_cong();
+    }
 }
 c_fn!(rpcrdma_cm_xprt_close_rs);
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp: bool) -> c_int {
+    // SAFETY: sunrpc's request, in send_request (transport locked).
+    if unsafe { (*rqst).rq_rcv_buf.flags } & XDRBUF_SPARSE_PAGES != 0 {
+        // SAFETY: as above; nothing else touches its receive buffer now.
+        if unsafe { fill_sparse_pages(addr_of_mut!((*rqst).rq_rcv_buf)) }.is_err() {
+            return enobufs().to_errno();
+        }
+    }
     // The request sunrpc sends (transport locked): its XID, buffer pointer
     // and send buffer stay unchanged while it is sent; a Reply that changes
     // its receive buffer (trim_head) comes after the Send is posted, which
@@ -403,6 +454,35 @@ extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp:
     unsafe { ops(rs) }.send(&call)
 }
 c_fn!(rpcrdma_cm_xprt_send_rs);
+
+/// NFSv3 GETACL leaves its receive pages to the transport
+/// (`XDRBUF_SPARSE_PAGES`): those not there yet are allocated now, as
+/// xprtrdma does, so a Reply chunk or Write chunk has pages to land in.
+/// sunrpc frees them with the request.
+///
+/// # Safety
+///
+/// `buf` is a request's receive buffer in send_request, whose page array
+/// covers `page_base + page_len` octets.
+unsafe fn fill_sparse_pages(buf: *mut xdr_buf) -> Result {
+    // SAFETY: see above.
+    let (pages, base, len) = unsafe { ((*buf).pages, (*buf).page_base, (*buf).page_len) };
+    let page = kernel::page::PAGE_SIZE;
+    let first = base as usize / page;
+    let n = (base as usize % page + len as usize).div_ceil(page);
+    for i in first..first + n {
+        // SAFETY: within the page array (see above).
+        let slot = unsafe { &mut *pages.add(i) };
+        if slot.is_null() {
+            // SAFETY: a plain page allocation; the page goes into the array.
+            *slot = unsafe { alloc_pages(GFP_NOWAIT | __GFP_NOWARN, 0) };
+            if slot.is_null() {
+                return Err(ENOMEM);
+            }
+        }
+    }
+    Ok(())
+}
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
@@ -533,6 +613,26 @@ extern "C" fn rpcrdma_cm_xprt_format_rs(x: *mut rpc_xprt) {
     }
 }
 c_fn!(rpcrdma_cm_xprt_format_rs);
+
+/// Frees the address strings [`rpcrdma_cm_xprt_format_rs`] and set_port
+/// made (those two point to static strings).
+#[no_mangle]
+extern "C" fn rpcrdma_cm_xprt_unformat_rs(x: *mut rpc_xprt) {
+    use super::bindings::{
+        rpc_display_format_t_RPC_DISPLAY_NETID as NETID,
+        rpc_display_format_t_RPC_DISPLAY_PROTO as PROTO,
+    };
+    // SAFETY: C's transport being freed: nothing reads its strings any more.
+    let strings = unsafe { &mut (*x).address_strings };
+    for (i, slot) in strings.iter_mut().enumerate() {
+        if i != PROTO as usize && i != NETID as usize {
+            // SAFETY: kstrdup'd by set_string, or NULL.
+            unsafe { kfree((*slot).cast()) };
+        }
+        *slot = core::ptr::null();
+    }
+}
+c_fn!(rpcrdma_cm_xprt_unformat_rs);
 
 /// set_port: rpcbind found the server's port.
 #[no_mangle]
