@@ -1362,28 +1362,30 @@ svc_class_conflicts_with_rpcrdma() {
 	local ok=0
 	load_c_transport || return 1
 	unload_module || return 1
-	if insmod "$KO" 2>/dev/null; then
-		fail "loaded with svc_class=rdma while rpcrdma.ko holds it"
-		rmmod rpcrdma_cm
-		return 1
-	fi
-	klog | grep -q 'rpcrdma_cm: server transport class "rdma" is registered already' ||
-		{ fail "no message saying why"; ok=1; }
-	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
+	refused_by_rpcrdma server || ok=1
 	# The client class too: rpcrdma.ko holds XPRT_TRANSPORT_RDMA.
-	if insmod "$KO" svc_class=rdmacm 2>/dev/null; then
-		fail "loaded with xprt_class=Y while rpcrdma.ko holds the client class"
-		rmmod rpcrdma_cm
-		return 1
-	fi
-	klog | grep -q 'rpcrdma_cm: client transport class "rdma" is registered already' ||
-		{ fail "no message saying why (client class)"; ok=1; }
-	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
+	refused_by_rpcrdma client svc_class=rdmacm || ok=1
 	insmod "$KO" svc_class=rdmacm xprt_class=0 || { fail "insmod svc_class=rdmacm xprt_class=0"; return 1; }
 	ktap_print_msg "transports: $(tr '\n' ' ' </proc/sys/sunrpc/transports)"
 	grep -q '^rdmacm ' /proc/sys/sunrpc/transports || { fail "class rdmacm not registered"; ok=1; }
 	grep -q '^rdma ' /proc/sys/sunrpc/transports || { fail "rpcrdma.ko's class gone"; ok=1; }
 	return $ok
+}
+
+# refused_by_rpcrdma server|client [PARAM...]: `insmod rpcrdma_cm.ko PARAM...`
+# fails while rpcrdma.ko holds that transport class "rdma", and the kernel
+# log says why in one line.
+refused_by_rpcrdma() {
+	local which=$1
+	shift
+	if insmod "$KO" "$@" 2>/dev/null; then
+		fail "loaded ($*) while rpcrdma.ko holds the $which class"
+		rmmod rpcrdma_cm
+		return 1
+	fi
+	klog | grep -q "rpcrdma_cm: $which transport class \"rdma\" is registered already" ||
+		{ fail "no message saying why ($which class)"; return 1; }
+	ktap_print_msg "$(klog | grep 'registered already' | tail -1)"
 }
 
 # NFS_PORT: where nfsd listens through our class in the tests.

@@ -23,7 +23,6 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::net::SocketAddr;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::error::to_result;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
@@ -40,6 +39,7 @@ use super::bindings::{
     xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
 };
 use super::chunk::Chunk;
+use super::class_slot::FactorySlot;
 use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
 use super::xprt::RpcXprt;
@@ -107,8 +107,8 @@ pub(crate) trait SvcCall: Send + Sync + Any {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// The registered class and its factory: one at a time (C keeps one class).
-static FACTORY: AtomicPtr<Arc<dyn SvcFactory>> = AtomicPtr::new(core::ptr::null_mut());
+/// The registered class's factory.
+static FACTORY: FactorySlot<dyn SvcFactory> = FactorySlot::new();
 
 /// While it lives, nfsd can create listeners of the class through `factory`.
 pub(crate) struct SvcClass {
@@ -119,27 +119,10 @@ impl SvcClass {
     /// Registers the server transport class `name` (at most 15 octets).
     /// `EEXIST` if a class of that name exists (rpcrdma.ko's "rdma").
     pub(crate) fn register(name: &CStr, factory: Arc<dyn SvcFactory>) -> Result<SvcClass> {
-        let ctx = KBox::into_raw(KBox::new(factory, GFP_KERNEL)?);
-        if FACTORY
-            .compare_exchange(
-                core::ptr::null_mut(),
-                ctx,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: from KBox::into_raw just above, never shared.
-            drop(unsafe { KBox::from_raw(ctx) });
-            return Err(EBUSY);
-        }
-        // SAFETY: `name` is NUL-terminated; C copies it.
-        if let Err(e) = to_result(unsafe { rpcrdma_cm_svc_register(name.as_char_ptr()) }) {
-            let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
-            // SAFETY: registration failed, so no xpo_create can see `ctx`.
-            drop(unsafe { KBox::from_raw(ctx) });
-            return Err(e);
-        }
+        FACTORY.fill(factory, || {
+            // SAFETY: `name` is NUL-terminated; C copies it.
+            to_result(unsafe { rpcrdma_cm_svc_register(name.as_char_ptr()) })
+        })?;
         Ok(SvcClass { _private: () })
     }
 }
@@ -150,11 +133,7 @@ impl Drop for SvcClass {
         // a module reference, so none exists while the module unloads: no
         // xpo_create runs during or after this.
         unsafe { rpcrdma_cm_svc_unregister() };
-        let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        if !ctx.is_null() {
-            // SAFETY: from KBox::into_raw in `register`; no op can use it now.
-            drop(unsafe { KBox::from_raw(ctx) });
-        }
+        FACTORY.empty();
     }
 }
 
@@ -736,18 +715,14 @@ extern "C" fn rpcrdma_cm_svc_create_rs(
     sa: *const super::bindings::sockaddr,
     rs: *mut *mut c_void,
 ) -> c_int {
-    let factory = FACTORY.load(Ordering::Acquire);
-    let (Some(x), false) = (NonNull::new(x), factory.is_null()) else {
+    // SAFETY: the class's xpo_create: it is registered while this runs.
+    let (Some(x), Some(factory)) = (NonNull::new(x), unsafe { FACTORY.get() }) else {
         return -(kernel::bindings::ENODEV as c_int);
     };
     // SAFETY: nfsd's address for the listener (xpo_create), as long as its family says.
     let Some(ep) = (unsafe { sockaddr_from_c(sa) }) else {
         return -(kernel::bindings::EAFNOSUPPORT as c_int);
     };
-    // SAFETY: the class is registered (it is what called us), so the factory
-    // is live until the class is unregistered, which waits for no op but
-    // cannot happen while nfsd holds a module reference (it does here).
-    let factory = unsafe { &*factory };
     let net = Net(net);
     match factory
         .create(SvcListenerRef(x), &net, ep)

@@ -17,7 +17,7 @@ use core::ffi::c_void;
 use core::fmt::Write;
 use core::net::{IpAddr, SocketAddr};
 use core::ptr::{addr_of, addr_of_mut, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::bindings::{
     alloc_pages, jiffies, kfree, kstrdup, rb_first, rb_next, spin_lock, spin_unlock, __GFP_NOWARN,
     GFP_NOWAIT,
@@ -35,6 +35,7 @@ use super::bindings::{
     xprt_force_disconnect, xprt_lookup_rqst, xprt_pin_rqst, xprt_unpin_rqst, HZ,
     RPCRDMA_CM_INIT_REEST_TO, RPC_CWNDSHIFT, XDRBUF_SPARSE_PAGES, XPRT_CONNECTED,
 };
+use super::class_slot::FactorySlot;
 use super::debugfs::SeqFile;
 use super::errno::{emsgsize, enobufs};
 use super::rdma_cm::{sockaddr_from_c, Net};
@@ -315,8 +316,8 @@ impl Drop for PinnedRqst {
     }
 }
 
-/// The registered class and its factory (one at a time, like C's table).
-static FACTORY: AtomicPtr<Arc<dyn XprtFactory>> = AtomicPtr::new(core::ptr::null_mut());
+/// The registered class's factory.
+static FACTORY: FactorySlot<dyn XprtFactory> = FactorySlot::new();
 
 /// While it lives, mounts with `-o rdma` (netids rdma, rdma6) use us.
 pub(crate) struct XprtClass {
@@ -327,27 +328,10 @@ impl XprtClass {
     /// Registers the client class (ident `XPRT_TRANSPORT_RDMA`). `EEXIST`
     /// if another module has (rpcrdma.ko).
     pub(crate) fn register(factory: Arc<dyn XprtFactory>) -> Result<XprtClass> {
-        let ctx = KBox::into_raw(KBox::new(factory, GFP_KERNEL)?);
-        if FACTORY
-            .compare_exchange(
-                core::ptr::null_mut(),
-                ctx,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: from KBox::into_raw just above, never shared.
-            drop(unsafe { KBox::from_raw(ctx) });
-            return Err(EBUSY);
-        }
-        // SAFETY: no argument; C registers its static class.
-        if let Err(e) = to_result(unsafe { rpcrdma_cm_xprt_register() }) {
-            let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
-            // SAFETY: registration failed, so no setup can see `ctx`.
-            drop(unsafe { KBox::from_raw(ctx) });
-            return Err(e);
-        }
+        FACTORY.fill(factory, || {
+            // SAFETY: no argument; C registers its static class.
+            to_result(unsafe { rpcrdma_cm_xprt_register() })
+        })?;
         Ok(XprtClass { _private: () })
     }
 }
@@ -357,11 +341,7 @@ impl Drop for XprtClass {
         // SAFETY: registered in `register`. Every transport of the class
         // holds a module reference, so none exists while the module unloads.
         unsafe { rpcrdma_cm_xprt_unregister() };
-        let ctx = FACTORY.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        if !ctx.is_null() {
-            // SAFETY: from KBox::into_raw in `register`; no setup can use it now.
-            drop(unsafe { KBox::from_raw(ctx) });
-        }
+        FACTORY.empty();
     }
 }
 
@@ -377,8 +357,8 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn XprtOps> {
 
 #[no_mangle]
 extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
-    let factory = FACTORY.load(Ordering::Acquire);
-    let (Some(x), false) = (NonNull::new(x), factory.is_null()) else {
+    // SAFETY: the class's setup op: it is registered while this runs.
+    let (Some(x), Some(factory)) = (NonNull::new(x), unsafe { FACTORY.get() }) else {
         return -(kernel::bindings::ENODEV as c_int);
     };
     // SAFETY: the transport being set up: its address is a copy of the
@@ -388,10 +368,6 @@ extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) 
     };
     // SAFETY: the transport being set up holds its namespace.
     let net = Net(unsafe { (*x.as_ptr()).xprt_net });
-    // SAFETY: the class is registered (setup is its op), so the factory is
-    // live until the class is unregistered, which cannot happen while the
-    // caller holds the module reference setup took.
-    let factory = unsafe { &*factory };
     match factory
         .create(RpcXprt(x), net, peer)
         .and_then(|ops| Ok(KBox::into_raw(KBox::new(ops, GFP_KERNEL)?)))
