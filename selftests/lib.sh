@@ -309,12 +309,15 @@ make_tree() {
 	tar -C /tmp -cf /tmp/tree.tar tree
 }
 
-# mount_workloads SERVER PORT RESTART: what users do on `mount -o rdma` of
-# SERVER's nfsd at PORT, at NFS 4.2 and 3: untar a tree of 2,000 files and
+# mount_workloads SERVER PORT RESTART [VERSIONS]: what users do on `mount -o
+# rdma` of SERVER's nfsd at PORT, at each NFS version of VERSIONS (default
+# "4.2 3"): untar a tree of 2,000 files and
 # diff it; random writes of 512 B to 1 MiB with fio's crc32c verification
 # (every block read back; O_DIRECT: every I/O is an RPC), then the same at
 # iodepth 64 with 4 KiB blocks (libaio: 64 calls in flight, more than a
-# window of 32); a directory of 5,000 entries listed complete. Then RESTART
+# window of 32); a directory of 5,000 entries listed complete; a 64 MiB
+# file in and out (read back after the page cache is dropped), renamed,
+# hard-linked, symlinked and read through the link. Then RESTART
 # (a function: nfsd stopped and started again, perhaps with other sizes)
 # runs while a 64 MiB copy does: the client reconnects (private data
 # exchanged again) and the copy completes byte for byte, read back after the
@@ -322,10 +325,11 @@ make_tree() {
 # connections before and after, in our debugfs, if our client transport
 # carries the mount.
 mount_workloads() {
-	local server=$1 port=$2 restart=$3 v src mnt ok=0 pid before i n t0
+	local server=$1 port=$2 restart=$3 versions=${4:-4.2 3} v src mnt ok=0 pid before i n t0
 	command -v fio >/dev/null || { fail "fio missing (scripts/deps installs it)"; return 1; }
 	make_tree || { fail "making /tmp/tree"; return 1; }
-	for v in 4.2 3; do
+	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	for v in $versions; do
 		src=/; [ "$v" = 3 ] && src=/tmp/export
 		mnt=/tmp/mnt_w$v
 		mkdir -p "$mnt"
@@ -357,11 +361,22 @@ mount_workloads() {
 		[ "$n" = 5000 ] || { fail "vers=$v: $n of 5000 entries listed"; ok=1; }
 		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
 		ktap_print_msg "vers=$v: 5,000 entries and rm -rf: $((SECONDS - t0)) s"
+		t0=$SECONDS
+		mkdir "$mnt/w$v"
+		cp /tmp/nfs_big.bin "$mnt/w$v/big" && sync || { fail "vers=$v: 64 MiB in"; ok=1; }
+		echo 3 >/proc/sys/vm/drop_caches
+		cmp -s /tmp/nfs_big.bin "$mnt/w$v/big" || { fail "vers=$v: 64 MiB read back differs"; ok=1; }
+		mv "$mnt/w$v/big" "$mnt/w$v/renamed" && ln "$mnt/w$v/renamed" "$mnt/w$v/hard" &&
+			ln -s renamed "$mnt/w$v/sym" || { fail "vers=$v: rename/link/symlink"; ok=1; }
+		[ "$(readlink "$mnt/w$v/sym")" = renamed ] || { fail "vers=$v: readlink"; ok=1; }
+		[ "$(command stat -c %h "$mnt/w$v/hard")" = 2 ] || { fail "vers=$v: link count"; ok=1; }
+		cmp -s /tmp/nfs_big.bin "$mnt/w$v/sym" || { fail "vers=$v: data through the symlink differs"; ok=1; }
+		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
+		ktap_print_msg "vers=$v: 64 MiB in and out, rename, links: $((SECONDS - t0)) s"
 		umount "$mnt" || ok=1
 	done
 	mnt=/tmp/mnt_r
 	mkdir -p "$mnt"
-	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$port,vers=4.2,hard "$server:/" "$mnt" || { fail "mount for the restart"; return 1; }
 	before=$(stat established)
 	FIRST_CONN=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
