@@ -50,13 +50,13 @@ impl<T: ?Sized> FactorySlot<T> {
         }
     }
 
-    /// The factory, if the slot is full.
+    /// The factory, if the slot is full. The slot is not emptied while a
+    /// create op of the registered class runs: the class is unregistered
+    /// only after every transport, which holds a module reference, is gone.
     ///
     /// # Safety
     ///
-    /// The caller is a create op of the registered class: the slot is not
-    /// emptied while it runs (the class is unregistered only after every
-    /// transport, which holds a module reference, is gone).
+    /// The caller is a create op of the registered class.
     pub(crate) unsafe fn get<'a>(&self) -> Option<&'a Arc<T>> {
         let p = self.0.load(Ordering::Acquire);
         // SAFETY: a full slot's box lives until `empty`, which cannot run

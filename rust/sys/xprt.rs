@@ -186,10 +186,11 @@ impl RpcXprt {
         // The request's rb_node is the union member `rq_recv` (offset 0 of
         // the union).
         let at = core::mem::offset_of!(rpc_rqst, __bindgen_anon_1);
-        // SAFETY: a live transport (type rule). recv_queue is walked under
-        // queue_lock and cong/cwnd changed under transport_lock (nested here
-        // only, as in xprtrdma's close; neither is held when sunrpc calls
-        // close); each node is a queued request's rq_recv.
+        // The two locks nest here only, as in xprtrdma's close; sunrpc holds
+        // neither when it calls close.
+        // SAFETY: a live transport (type rule); recv_queue is walked under
+        // queue_lock, cong/cwnd changed under transport_lock; each node is a
+        // queued request's rq_recv.
         unsafe {
             spin_lock(addr_of_mut!((*x).transport_lock));
             spin_lock(addr_of_mut!((*x).queue_lock));
@@ -434,12 +435,12 @@ c_fn!(rpcrdma_cm_xprt_send_rs);
 /// NFSv3 GETACL leaves its receive pages to the transport
 /// (`XDRBUF_SPARSE_PAGES`): those not there yet are allocated now, as
 /// xprtrdma does, so a Reply chunk or Write chunk has pages to land in.
-/// sunrpc frees them with the request.
+/// sunrpc frees them with the request. The page array of such a buffer
+/// covers `page_base + page_len` octets.
 ///
 /// # Safety
 ///
-/// `buf` is a request's receive buffer in send_request, whose page array
-/// covers `page_base + page_len` octets.
+/// `buf` is a request's receive buffer in send_request.
 unsafe fn fill_sparse_pages(buf: *mut xdr_buf) -> Result {
     // SAFETY: see above.
     let (pages, base, len) = unsafe { ((*buf).pages, (*buf).page_base, (*buf).page_len) };
