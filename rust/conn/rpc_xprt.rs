@@ -193,6 +193,13 @@ struct Inner {
     dead: bool,
 }
 
+impl Inner {
+    /// Whether `conn` is the connection in use.
+    fn is_current(&self, conn: &Conn) -> bool {
+        self.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn))
+    }
+}
+
 /// One mount's transport.
 #[pin_data]
 pub(crate) struct ClientXprt {
@@ -316,7 +323,7 @@ impl ClientXprt {
             Ok(()) => {
                 let mut g = this.inner.lock();
                 // Closed meanwhile (it is no longer ours): sunrpc retries.
-                if !g.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                if !g.is_current(&conn) {
                     return Err(enotconn());
                 }
                 g.handed = true;
@@ -347,7 +354,7 @@ impl ClientXprt {
     /// Drops `conn` as the current connection, if it still is.
     fn forget(&self, conn: &Arc<Conn>) {
         let mut g = self.inner.lock();
-        if g.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+        if g.is_current(conn) {
             g.conn = None;
             g.handed = false;
         }
@@ -373,7 +380,7 @@ impl ClientXprt {
     pub(super) fn closed(&self, conn: &Conn) {
         let regs = {
             let mut g = self.inner.lock();
-            let current = g.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn));
+            let current = g.is_current(conn);
             if !current || g.dead {
                 return;
             }
@@ -609,7 +616,7 @@ impl ClientXprt {
         // Kept before the Send: its Reply may come at once.
         let old = {
             let mut g = self.inner.lock();
-            if !g.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+            if !g.is_current(&conn) {
                 return Err(enotconn());
             }
             g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
@@ -637,11 +644,10 @@ impl ClientXprt {
         conn.count(X::CallsSent, 1);
         conn.count(X::BytesSend, sent as u64);
         // Calls of this connection waiting for their Reply, this one included.
-        let waiting = conn.xs.get(X::CallsSent)
-            - conn
-                .xs
-                .get(X::RepliesReceived)
-                .min(conn.xs.get(X::CallsSent));
+        let waiting = conn
+            .xs
+            .get(X::CallsSent)
+            .saturating_sub(conn.xs.get(X::RepliesReceived));
         conn.raise(X::CallsInFlightMax, waiting);
         Ok(())
     }
@@ -694,7 +700,7 @@ impl ClientXprt {
         // grant starts afresh (dropping `rq` unpins it, nothing more).
         let mut regs = {
             let mut g = self.inner.lock();
-            if !g.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn)) {
+            if !g.is_current(conn) {
                 conn.count(X::RepliesUnmatched, 1);
                 return;
             }
@@ -718,7 +724,7 @@ impl ClientXprt {
             // Under the lock sunrpc's close takes first: once the connection
             // is no longer current its credits are gone (reset_cong).
             let g = self.inner.lock();
-            if g.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn)) {
+            if g.is_current(conn) {
                 self.x.set_credits(window);
             }
         }
