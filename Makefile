@@ -43,7 +43,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-pair bench-proto clean
+.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-rpc bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -56,8 +56,8 @@ help:
 	@echo "make selftest-pair  the two-kernel selftests: two guests joined by one link"
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
 	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
-	@echo "make bench        benchmarks in one VM boot: table and plots in results/bench"
-	@echo "make bench-pair   NFS over RDMA between two guests: svcrdma vs ours (fio)"
+	@echo "make bench        NFS over RDMA between two guests, C and our transports in all four pairings"
+	@echo "make bench-rpc    the module's own RPCs in one guest against perftest (results/bench-rpc)"
 	@echo "make bench-proto  microbenchmark of parse and negotiate (host)"
 	@echo "make clean      remove build products (not the kernel cache)"
 
@@ -94,8 +94,8 @@ fuzz:
 bench:
 	@$(TOP)/scripts/bench
 
-bench-pair:
-	@$(TOP)/scripts/bench-pair
+bench-rpc:
+	@$(TOP)/scripts/bench-rpc
 
 bench-proto:
 	@cd $(TOP)/rust/proto && cargo bench --quiet

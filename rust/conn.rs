@@ -1311,6 +1311,11 @@ impl Show for ControlFile {
                 *self.0.bench.lock() = Some(r);
                 Ok(())
             }
+            Some(Command::Ping(to, n)) => {
+                let r = testing::BenchResult::ping(to, n)?;
+                *self.0.bench.lock() = Some(r);
+                Ok(())
+            }
             None => {
                 pr_warn!("control: unknown command '{}'\n", text.trim());
                 Err(EINVAL)

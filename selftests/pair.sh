@@ -267,7 +267,7 @@ drive() {
 	return $rc
 }
 
-# Sourced (scripts/bench-pair-guest), only the functions.
+# Sourced (scripts/bench-guest), only the functions.
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 case "${PAIR_ROLE:-}" in
 a) serve ;;

@@ -28,6 +28,7 @@ ALL_TESTS="
 	rust_client_rejected_without_listener
 	rust_client_to_linux_nfsd
 	rust_client_rpcs_to_linux_nfsd
+	ping_through_sunrpc_over_the_rdma_class
 	rust_client_nfs_read_write_readdir
 	rust_client_nfs_threshold_edges
 	rust_client_nfs_remote_invalidation
@@ -276,6 +277,42 @@ rust_client_rpcs_to_linux_nfsd() {
 	echo "disconnect $id" >"$DBG/control"
 	# A call on a closed connection fails at once.
 	rpc "$id" null 2>/dev/null && { fail "call on a closed connection succeeded"; ok=1; }
+	return $ok
+}
+
+# NFSv4 NULL calls nfsd answered (the first figure of /proc/net/rpc/nfsd's
+# proc4 line).
+nfsd_nulls() { awk '$1 == "proc4" { print $3 }' /proc/net/rpc/nfsd; }
+
+# ping_through CLASS PORT N: the ping command's N NULLs reach nfsd, all
+# timed; prints the bench line.
+ping_through() {
+	local n0 n1 line ok=0
+	n0=$(nfsd_nulls)
+	echo "ping $ADDR $2 $3" >"$DBG/control" || { fail "ping over $1 failed"; return 1; }
+	n1=$(nfsd_nulls)
+	line=$(cat "$DBG/bench")
+	ktap_print_msg "ping over $1: $line; nfsd NULLs +$((n1 - n0))"
+	expect "$line" conn=0 calls="$3" ok="$3" errors=0 call=sunrpc || ok=1
+	# sunrpc's own NULL when it creates the client, then ours.
+	[ "$((n1 - n0))" -ge "$3" ] || { fail "nfsd answered $((n1 - n0)) NULLs for $3 pings"; ok=1; }
+	[ "$(field "$line" median_usec | cut -d. -f1)" -gt 0 ] || { fail "no latency measured"; ok=1; }
+	return $ok
+}
+
+# The ping command (what make bench's NULL row runs) through sunrpc over
+# Linux's xprtrdma (rpcrdma.ko holds the class here): 200 NULLs reach nfsd
+# and are timed; against a port with no listener the write fails and the
+# last result stays.
+ping_through_sunrpc_over_the_rdma_class() {
+	local ok=0 before
+	load_module || return 1
+	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
+	ping_through xprtrdma 20049 200 || ok=1
+	before=$(cat "$DBG/bench")
+	echo "ping $ADDR 20051 5" >"$DBG/control" 2>/dev/null && { fail "ping to a port with no listener succeeded"; ok=1; }
+	[ "$(cat "$DBG/bench")" = "$before" ] || { fail "a failed ping replaced the last result"; ok=1; }
+	echo "ping $ADDR 20049 0" >"$DBG/control" 2>/dev/null && { fail "ping of 0 calls accepted"; ok=1; }
 	return $ok
 }
 
@@ -1786,6 +1823,8 @@ nfs_client_over_rust_transport() {
 	[ -d /sys/module/rpcrdma ] && { fail "rpcrdma.ko is loaded"; ok=1; }
 	[ -f /tmp/nfs_src.bin ] || head -c $((16 << 20)) /dev/urandom >/tmp/nfs_src.bin
 	nfs_files || return 1
+	# The ping command through sunrpc over our client class.
+	ping_through rpcrdma_cm "$NFS_PORT" 100 || ok=1
 	for v in 3 4.0 4.1 4.2; do
 		nfs_session "$v" || ok=1
 	done

@@ -192,55 +192,101 @@ impl BenchResult {
     }
 }
 
-impl Conn {
-    /// `bench ID N ...`: N calls one after the other; latency statistics. A
-    /// signal stops it (the interrupted call stays counted against the
-    /// server's credits until its reply comes).
-    pub(crate) fn bench(&self, n: u32, spec: &CallSpec) -> Result<BenchResult> {
-        let mut lat: KVVec<u64> = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
-        let (mut errors, mut last_errno) = (0u32, 0i32);
-        let mut interrupted = false;
-        let start = Ktime::ktime_get();
-        for _ in 0..n {
-            let t = Ktime::ktime_get();
-            match self.call(spec) {
-                Ok(()) => lat.push((Ktime::ktime_get() - t).to_ns() as u64, GFP_KERNEL)?,
-                Err(e) => {
-                    errors += 1;
-                    last_errno = e.to_errno();
-                    if e == EINTR {
-                        interrupted = true;
-                        break;
-                    }
-                    if e == enotconn() {
-                        break;
-                    }
+/// What `time_calls` measured.
+struct Timed {
+    /// Latencies of the calls that succeeded, sorted, in ns.
+    lat: KVVec<u64>,
+    errors: u32,
+    last_errno: i32,
+    total_ns: i64,
+    interrupted: bool,
+}
+
+/// Times `n` calls of `call`, one after the other. A fatal signal (`EINTR`)
+/// or a lost connection (`ENOTCONN`) stops it, and so does any error when
+/// `stop_on_error`; other errors are counted.
+fn time_calls(n: u32, stop_on_error: bool, mut call: impl FnMut() -> Result) -> Result<Timed> {
+    let mut lat: KVVec<u64> = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
+    let (mut errors, mut last_errno) = (0u32, 0i32);
+    let mut interrupted = false;
+    let start = Ktime::ktime_get();
+    for _ in 0..n {
+        let t = Ktime::ktime_get();
+        match call() {
+            Ok(()) => lat.push((Ktime::ktime_get() - t).to_ns() as u64, GFP_KERNEL)?,
+            Err(e) => {
+                errors += 1;
+                last_errno = e.to_errno();
+                if e == EINTR {
+                    interrupted = true;
+                    break;
+                }
+                if e == enotconn() || stop_on_error {
+                    break;
                 }
             }
         }
-        let total_ns = (Ktime::ktime_get() - start).to_ns();
-        lat.sort_unstable();
+    }
+    let total_ns = (Ktime::ktime_get() - start).to_ns();
+    lat.sort_unstable();
+    Ok(Timed {
+        lat,
+        errors,
+        last_errno,
+        total_ns,
+        interrupted,
+    })
+}
+
+impl BenchResult {
+    /// The statistics of `n` timed calls (`time_calls`).
+    fn new(conn: u32, n: u32, t: Timed, (call, reply): (&'static str, &'static str)) -> Self {
+        let lat = &t.lat;
         let at = |q: usize| {
             lat.get((lat.len().saturating_sub(1)) * q / 100)
                 .copied()
                 .unwrap_or(0)
         };
-        let (call, reply) = self.state.rpcs.lock().last_path();
-        Ok(BenchResult {
-            conn: self.id,
+        BenchResult {
+            conn,
             calls: n,
             ok: n32(lat.len()),
-            errors,
-            last_errno,
-            total_ns,
+            errors: t.errors,
+            last_errno: t.last_errno,
+            total_ns: t.total_ns,
             min_ns: at(0),
             median_ns: at(50),
             p99_ns: at(99),
             max_ns: at(100),
             call,
             reply,
-            interrupted,
-        })
+            interrupted: t.interrupted,
+        }
+    }
+
+    /// `ping ADDR PORT N`: N NULL calls of NFS version 4 through sunrpc over
+    /// the kernel's `rdma` transport class (ours or Linux's xprtrdma),
+    /// timed as `bench` times ours; `conn=0` and `call=sunrpc` in the
+    /// result. Fails if the client cannot be created (no such class, or the
+    /// server does not answer sunrpc's first NULL). The first failed call
+    /// ends the run (a fatal signal as `interrupted=1`).
+    pub(crate) fn ping(to: core::net::SocketAddr, n: u32) -> Result<Self> {
+        let clnt = crate::sys::rpc_clnt::RdmaClnt::create(to)?;
+        // sunrpc's errors are final for a NULL (a soft timeout after 60 s,
+        // a refused reconnect): the first one ends the run.
+        let t = time_calls(n, true, || clnt.null())?;
+        Ok(Self::new(0, n, t, ("sunrpc", "sunrpc")))
+    }
+}
+
+impl Conn {
+    /// `bench ID N ...`: N calls one after the other; latency statistics. A
+    /// signal stops it (the interrupted call stays counted against the
+    /// server's credits until its reply comes).
+    pub(crate) fn bench(&self, n: u32, spec: &CallSpec) -> Result<BenchResult> {
+        let t = time_calls(n, false, || self.call(spec))?;
+        let path = self.state.rpcs.lock().last_path();
+        Ok(BenchResult::new(self.id, n, t, path))
     }
 }
 

@@ -107,6 +107,10 @@ pub enum Command {
     /// `bench ID N ...`: issue N such RPCs one after the other and keep their
     /// latency statistics (the `bench` file).
     Bench(u32, u32, CallSpec),
+    /// `ping ADDR PORT N`: N NULL calls of NFS version 4 through sunrpc over
+    /// the kernel's RPC-over-RDMA transport class (whichever module
+    /// registered it); latency statistics in the `bench` file.
+    Ping(SocketAddr, u32),
 }
 
 /// What `call ID ...` sends.
@@ -309,6 +313,16 @@ pub fn parse_command(s: &str) -> Option<Command> {
                 .filter(|n| (1..=MAX_BENCH).contains(n))?;
             Some(Command::Bench(id, n, parse_spec(w)?))
         }
+        "ping" => {
+            let ip = core::net::IpAddr::from_str(w.next()?).ok()?;
+            let port = u16::from_str(w.next()?).ok().filter(|p| *p != 0)?;
+            let n = u32::from_str(w.next()?)
+                .ok()
+                .filter(|n| (1..=MAX_BENCH).contains(n))?;
+            w.next()
+                .is_none()
+                .then_some(Command::Ping(SocketAddr::new(ip, port), n))
+        }
         _ => None,
     }
 }
@@ -425,6 +439,21 @@ mod tests {
                 CallSpec::Echo { len: 8, ddp: false }
             ))
         );
+        assert_eq!(
+            parse_command("ping 198.51.100.1 20049 500\n"),
+            Some(Command::Ping(
+                SocketAddr::new(core::net::IpAddr::from([198, 51, 100, 1]), 20049),
+                500
+            ))
+        );
+        assert!(matches!(
+            parse_command("ping fe80::1 20049 1"),
+            Some(Command::Ping(..))
+        ));
+        assert_eq!(parse_command("ping 198.51.100.1 20049 0"), None);
+        assert_eq!(parse_command("ping 198.51.100.1 0 5"), None);
+        assert_eq!(parse_command("ping 198.51.100.1 20049"), None);
+        assert_eq!(parse_command("ping 198.51.100.1 20049 5 x"), None);
         assert_eq!(parse_command("bench 2 0 null"), None);
         assert_eq!(parse_command("bench 2 100001 null"), None);
         assert_eq!(parse_command("bench 2 10"), None);

@@ -17,6 +17,7 @@ pub(crate) mod ib_client;
 pub(crate) mod param;
 pub(crate) mod qp;
 pub(crate) mod rdma_cm;
+pub(crate) mod rpc_clnt;
 pub(crate) mod svc;
 pub(crate) mod trace;
 pub(crate) mod wait;

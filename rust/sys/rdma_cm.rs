@@ -349,7 +349,7 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    fn c_sockaddr(&self) -> CSockAddr {
+    pub(super) fn c_sockaddr(&self) -> CSockAddr {
         let port = self.port.to_be();
         match self.addr {
             IpAddr::V4(a) => CSockAddr::V4(sockaddr_in {
@@ -377,16 +377,24 @@ impl Endpoint {
 /// A socket address as the RDMA CM takes it: a `struct sockaddr_in` or
 /// `sockaddr_in6`, passed as a `struct sockaddr *` (the CM reads the family
 /// first and then only that family's size).
-enum CSockAddr {
+pub(super) enum CSockAddr {
     V4(sockaddr_in),
     V6(kernel::bindings::sockaddr_in6),
 }
 
 impl CSockAddr {
-    fn as_mut_ptr(&mut self) -> *mut sockaddr {
+    pub(super) fn as_mut_ptr(&mut self) -> *mut sockaddr {
         match self {
             CSockAddr::V4(sin) => ptr::from_mut(sin).cast(),
             CSockAddr::V6(sin6) => ptr::from_mut(sin6).cast(),
+        }
+    }
+
+    /// Its size, as `struct sockaddr` users take it with the pointer.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            CSockAddr::V4(sin) => core::mem::size_of_val(sin),
+            CSockAddr::V6(sin6) => core::mem::size_of_val(sin6),
         }
     }
 }

@@ -28,6 +28,7 @@
 #include <linux/seq_file.h>	/* seq_write() */
 #include <linux/sunrpc/xdr.h>	/* struct xdr_buf, read_bytes_from_xdr_buf() */
 #include <linux/sunrpc/xprt.h>	/* struct rpc_xprt, struct rpc_rqst */
+#include <linux/sunrpc/clnt.h>	/* rpc_create(), struct rpc_program (rpc_clnt.rs) */
 #include <rdma/ib_verbs.h>	/* enum ib_wc_status */
 #include <rdma/ib_cm.h>	/* IB_CM_REJ_CONSUMER_DEFINED */
 #include <rdma/rdma_cm.h>	/* enum rdma_cm_event_type, rdma_bind_addr() ... */
