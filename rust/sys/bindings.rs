@@ -26,9 +26,9 @@
 #[allow(unused_imports)]
 pub(crate) use kernel::bindings::{
     __be16, __be32, __kernel_sa_family_t, __kernel_sockaddr_storage, atomic_long_t, atomic_t,
-    bio_vec, bool_, callback_head, cred, delayed_work, dentry, file_operations, kref, ktime_t, kvec,
-    list_head, llist_node, net, page, rb_node, rb_root, seq_file, sockaddr, spinlock_t, timer_list,
-    u16_, u32_, u64_, u8_, umode_t, wait_queue_head, work_struct, workqueue_struct,
+    bio_vec, bool_, callback_head, cred, delayed_work, dentry, file_operations, kref, ktime_t,
+    kvec, list_head, llist_node, net, page, rb_node, rb_root, seq_file, sockaddr, spinlock_t,
+    timer_list, u16_, u32_, u64_, u8_, umode_t, wait_queue_head, work_struct, workqueue_struct,
 };
 use kernel::ffi;
 
