@@ -1288,6 +1288,14 @@ impl Show for ListenersFile {
 /// `control`: commands written by root; reads show the syntax.
 pub(crate) struct ControlFile(pub(crate) Arc<State>);
 
+impl ControlFile {
+    /// A run's result, for the `bench` file; a failed run leaves the last.
+    fn keep(&self, r: Result<testing::BenchResult>) -> Result {
+        *self.0.bench.lock() = Some(r?);
+        Ok(())
+    }
+}
+
 impl Show for ControlFile {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
         m.write_str(
@@ -1297,7 +1305,8 @@ impl Show for ControlFile {
              call ID echo LEN\n\
              call ID rpc PROG VERS PROC\n\
              call ID nfs getattr|read|write|readdir NAME ...\n\
-             bench ID N <what call takes after ID>\n",
+             bench ID N <what call takes after ID>\n\
+             ping ADDR PORT N\n",
         )
     }
 
@@ -1306,16 +1315,8 @@ impl Show for ControlFile {
             Some(Command::Connect(sa, over)) => self.0.connect(sa, &over),
             Some(Command::Disconnect(id)) => self.0.disconnect(id),
             Some(Command::Call(id, spec)) => self.0.find(id)?.call(&spec),
-            Some(Command::Bench(id, n, spec)) => {
-                let r = self.0.find(id)?.bench(n, &spec)?;
-                *self.0.bench.lock() = Some(r);
-                Ok(())
-            }
-            Some(Command::Ping(to, n)) => {
-                let r = testing::BenchResult::ping(to, n)?;
-                *self.0.bench.lock() = Some(r);
-                Ok(())
-            }
+            Some(Command::Bench(id, n, spec)) => self.keep(self.0.find(id)?.bench(n, &spec)),
+            Some(Command::Ping(to, n)) => self.keep(testing::BenchResult::ping(to, n)),
             None => {
                 pr_warn!("control: unknown command '{}'\n", text.trim());
                 Err(EINVAL)

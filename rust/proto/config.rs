@@ -284,19 +284,32 @@ fn parse_spec<'a>(mut w: impl Iterator<Item = &'a str>) -> Option<CallSpec> {
     w.next().is_none().then_some(spec)
 }
 
+/// A command's `ADDR PORT` words (port 1 to 65535).
+fn parse_addr_port<'a>(w: &mut impl Iterator<Item = &'a str>) -> Option<SocketAddr> {
+    let ip = core::net::IpAddr::from_str(w.next()?).ok()?;
+    let port = u16::from_str(w.next()?).ok().filter(|p| *p != 0)?;
+    Some(SocketAddr::new(ip, port))
+}
+
+/// A command's count of calls (1 to [`MAX_BENCH`]).
+fn parse_count(word: Option<&str>) -> Option<u32> {
+    u32::from_str(word?)
+        .ok()
+        .filter(|n| (1..=MAX_BENCH).contains(n))
+}
+
 /// Parses one control command (surrounding white space and a trailing newline
 /// are ignored). `None` for anything else, including a bad option value.
 pub fn parse_command(s: &str) -> Option<Command> {
     let mut w = s.split_whitespace();
     match w.next()? {
         "connect" => {
-            let ip = core::net::IpAddr::from_str(w.next()?).ok()?;
-            let port = u16::from_str(w.next()?).ok().filter(|p| *p != 0)?;
+            let to = parse_addr_port(&mut w)?;
             let mut adv = Advert::default();
             for opt in w {
                 parse_option(&mut adv, opt)?;
             }
-            Some(Command::Connect(SocketAddr::new(ip, port), adv))
+            Some(Command::Connect(to, adv))
         }
         "disconnect" => {
             let id = u32::from_str(w.next()?).ok()?;
@@ -308,20 +321,13 @@ pub fn parse_command(s: &str) -> Option<Command> {
         }
         "bench" => {
             let id = u32::from_str(w.next()?).ok()?;
-            let n = u32::from_str(w.next()?)
-                .ok()
-                .filter(|n| (1..=MAX_BENCH).contains(n))?;
+            let n = parse_count(w.next())?;
             Some(Command::Bench(id, n, parse_spec(w)?))
         }
         "ping" => {
-            let ip = core::net::IpAddr::from_str(w.next()?).ok()?;
-            let port = u16::from_str(w.next()?).ok().filter(|p| *p != 0)?;
-            let n = u32::from_str(w.next()?)
-                .ok()
-                .filter(|n| (1..=MAX_BENCH).contains(n))?;
-            w.next()
-                .is_none()
-                .then_some(Command::Ping(SocketAddr::new(ip, port), n))
+            let to = parse_addr_port(&mut w)?;
+            let n = parse_count(w.next())?;
+            w.next().is_none().then_some(Command::Ping(to, n))
         }
         _ => None,
     }

@@ -20,16 +20,13 @@ use kernel::prelude::*;
 use super::bindings::{
     init_net, rpc_call_sync, rpc_clnt, rpc_create, rpc_create_args, rpc_message, rpc_procinfo,
     rpc_program, rpc_rqst, rpc_shutdown_client, rpc_stat, rpc_version, xdr_stream,
-    RPC_CLNT_CREATE_QUIET, RPC_TASK_SOFT, RPC_TASK_SOFTCONN,
+    xprt_transports_XPRT_TRANSPORT_RDMA, RPC_CLNT_CREATE_QUIET, RPC_TASK_SOFT, RPC_TASK_SOFTCONN,
 };
 use super::rdma_cm::Endpoint;
+use crate::proto::ulb::NFS_PROGRAM;
 
-/// The NFS program (RFC 7530, RFC 1813).
-const NFS_PROGRAM: u32 = 100_003;
 /// The version a `ping` calls NULL of: 4 (every nfsd that serves RDMA has it).
 const PING_VERSION: usize = 4;
-/// sunrpc's ident of the RPC-over-RDMA transport class (`XPRT_TRANSPORT_RDMA`).
-const XPRT_TRANSPORT_RDMA: c_int = 256;
 /// `RPC_AUTH_NULL`.
 const RPC_AUTH_NULL: u32 = 0;
 
@@ -138,7 +135,7 @@ impl RdmaClnt {
         let net = unsafe { ptr::addr_of_mut!(init_net) };
         let mut args = rpc_create_args {
             net,
-            protocol: XPRT_TRANSPORT_RDMA,
+            protocol: xprt_transports_XPRT_TRANSPORT_RDMA as c_int,
             address: sa.as_mut_ptr(),
             addrsize: sa.len(),
             program: ptr::addr_of!(PROGRAM).cast(),
