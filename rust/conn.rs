@@ -45,7 +45,7 @@ use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
 use crate::sys::errno::enotconn;
 use crate::sys::param;
-use crate::sys::qp::{Qp, QpAttr};
+use crate::sys::qp::{Qp, QpAttr, SEND_BATCH};
 use crate::sys::rdma_cm::{
     CmHandler, CmId, Completion, ConnectRequest, DevCaps, Endpoint, Event, EventKind, HandlerId,
     Names, Net,
@@ -63,8 +63,9 @@ const QP_DEPTH: u32 = 32;
 /// sent (see `conn_state::server_grant`).
 const RECV_DEPTH: u32 = QP_DEPTH + 1;
 /// Send buffers at most (allocated on first use): twice the largest grant,
-/// so a reply never finds them all in flight while completions lag.
-const SEND_DEPTH: u32 = 2 * QP_DEPTH;
+/// so a reply never finds them all in flight while completions lag, and the
+/// ones that may wait unsignaled for the next signaled Send (`qp.c`).
+const SEND_DEPTH: u32 = 2 * QP_DEPTH + SEND_BATCH;
 /// A connection whose disconnect (after a fatal error) has not completed
 /// within this many seconds is closed by the tick.
 const DISCONNECT_GRACE_S: i64 = 30;

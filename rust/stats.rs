@@ -102,6 +102,7 @@ counters! {
     SendErrors => "send_errors",
     RecvErrors => "recv_errors",
     SendBusy => "send_busy",
+    SendCompletions => "send_completions",
     CallsAbandoned => "calls_abandoned",
     RepliesAfterAbandon => "replies_after_abandon",
     ReceivesAdded => "receives_added",

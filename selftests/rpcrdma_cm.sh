@@ -33,6 +33,7 @@ ALL_TESTS="
 	rust_client_nfs_threshold_edges
 	rust_client_nfs_remote_invalidation
 	concurrent_calls_share_credits
+	sends_complete_in_batches
 	rust_echo_inline_up_to_thresholds
 	rust_server_rpc_errors
 	rust_echo_every_chunk_type
@@ -462,6 +463,43 @@ concurrent_calls_share_credits() {
 	cat /tmp/par_* | grep FAIL && ok=1
 	ktap_print_msg "nfsd: $(grep "^id=$id " "$DBG/xprt")"
 	[ "$(grep -c "conn=$id .*data_fnv=$h" "$DBG/rpcs")" = 30 ] || { fail "not all 30 READs returned the file"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	return $ok
+}
+
+# Most Sends are posted unsignaled (as xprtrdma does): 320 echo calls from
+# our client to our server, one at a time, then 8 at a time, all answered,
+# take one Send completion per 16 Sends on each end, not one per Send; every
+# Send buffer is given back and reused (no Send refused, about 16 buffers
+# allocated for the sequential calls, fewer than the 80 a connection may
+# have for the parallel ones).
+sends_complete_in_batches() {
+	local id sid line i c b ok=0
+	load_module listen="$ADDR:$PORT" || return 1
+	id=$(connected "$ADDR $PORT") || return 1
+	sid=$(field "$(server_for "$id")" id)
+	echo "bench $id 160 echo 64" >"$DBG/control" || { fail "bench failed"; return 1; }
+	line=$(cat "$DBG/bench")
+	ktap_print_msg "bench: $line"
+	expect "$line" calls=160 ok=160 errors=0 || ok=1
+	for i in 1 2 3 4 5 6 7 8; do
+		(for n in $(seq 1 20); do rpc "$id" echo $((100 + i)) || echo FAIL; done) >/tmp/par_$i 2>&1 &
+	done
+	wait
+	cat /tmp/par_* | grep FAIL && ok=1
+	ktap_print_msg "client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$id" calls_sent)" = 320 ] && [ "$(xcount "$sid" replies_sent)" = 320 ] ||
+		{ fail "320 calls and replies expected"; ok=1; }
+	for i in "$id" "$sid"; do
+		c=$(xcount "$i" send_completions)
+		# 320 / 16 = 20: none asked for otherwise.
+		[ "$c" = 20 ] || { fail "id=$i: $c Send completions for 320 Sends, expected 20"; ok=1; }
+		b=$(field "$(grep "^id=$i " "$DBG/xprt")" send_bufs)
+		[ "$b" -ge 16 ] && [ "$b" -lt 80 ] || { fail "id=$i: $b Send buffers allocated"; ok=1; }
+		[ "$(xcount "$i" send_busy)" = 0 ] && [ "$(xcount "$i" send_errors)" = 0 ] ||
+			{ fail "id=$i: Sends refused or failed"; ok=1; }
+	done
 	echo "disconnect $id" >"$DBG/control"
 	return $ok
 }

@@ -49,7 +49,7 @@ use crate::sys::errno::{
     econnrefused, econnreset, ehostunreach, emsgsize, enetdown, enetunreach, enobufs, enotconn,
     etimedout,
 };
-use crate::sys::qp::Qp;
+use crate::sys::qp::{Qp, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Net};
 use crate::sys::svc::XdrMsg;
 use crate::sys::trace;
@@ -71,8 +71,9 @@ pub(super) const MOUNT_RECV_DEPTH: u32 = SLOTS + BC_SLOTS + 1;
 const MOUNT_INITIAL_CALLS: u32 = 32;
 /// Receives a mount's connection posts at first.
 pub(super) const MOUNT_RECV_INITIAL: u32 = MOUNT_INITIAL_CALLS + BC_SLOTS + 1;
-/// Sends a mount's connection may have in flight: a call or callback Reply each.
-pub(super) const MOUNT_SEND_DEPTH: u32 = SLOTS + BC_SLOTS;
+/// Send buffers of a mount's connection: one per call or callback Reply in
+/// flight, and the ones that may wait unsignaled for the next signaled Send.
+pub(super) const MOUNT_SEND_DEPTH: u32 = SLOTS + BC_SLOTS + SEND_BATCH;
 /// How long the connect worker waits for a connection to be established.
 const CONNECT_TIMEOUT_MS: u32 = 30_000;
 

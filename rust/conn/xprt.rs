@@ -333,8 +333,10 @@ impl Conn {
         }
     }
 
-    /// A Send completed.
+    /// A Send completed: one that asked for a completion (one in
+    /// `RPCRDMA_CM_SEND_BATCH`, see `qp.c`), or one that failed.
     pub(super) fn on_send_done(&self, qp: &Qp, wc: &Completion<'_>) {
+        self.count(X::SendCompletions, 1);
         if wc.status != 0 {
             self.failed_completion(qp, wc.status, X::SendErrors);
         }
@@ -695,7 +697,8 @@ impl Conn {
     /// A reply could not be sent: its call is lost to the client, whose
     /// credit would stay taken, so the connection ends (as svcrdma does).
     /// `EBUSY` (every Send buffer in flight) cannot happen while the client
-    /// keeps to its credits: the Send buffers are twice the largest grant.
+    /// keeps to its credits: the Send buffers are twice the largest grant,
+    /// plus those waiting unsignaled for the next signaled Send.
     pub(super) fn send_failed(&self, qp: &Qp, e: Error) {
         if e == enotconn() {
             return;

@@ -10,6 +10,14 @@
  * are allocated on first use, up to @send_depth, and kept on a free list. An
  * idle connection so costs its initial Receives, whatever the sizes.
  *
+ * Most Sends are posted unsignaled, as xprtrdma does: one in
+ * RPCRDMA_CM_SEND_BATCH asks for a completion, and so does any that takes
+ * the last buffer (none free, @send_depth allocated). A Send Queue completes in order, so a Send's
+ * completion gives back its buffer and every buffer posted before it
+ * (@send_posted, in posting order); a Send that fails completes, signaled or
+ * not, and gives back the same. That saves a completion, an interrupt and a
+ * CQ poll per RPC.
+ *
  * Receive completions are handed to Rust from a work item on the module's
  * Receive workqueue, @recv_wq (process context, one message at a time, in
  * order), so the handler may sleep, for instance while it assembles a call's
@@ -266,15 +274,27 @@ void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
 	rpcrdma_cm_qp_leave(qp);
 }
 
+/*
+ * A Send completed, and with it every Send posted before it (signaled or
+ * not): their buffers go back on the free list.
+ */
 static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
 	struct rpcrdma_cm_qp *qp = b->qp;
 	struct rpcrdma_cm_wc_info info = { .status = wc->status };
+	struct rpcrdma_cm_buf *done;
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	list_add(&b->list, &qp->send_free);
+	/* A completion of a buffer not posted: leave the lists alone. */
+	if (!WARN_ON_ONCE(!b->posted)) {
+		do {
+			done = list_first_entry(&qp->send_posted, struct rpcrdma_cm_buf, list);
+			done->posted = false;
+			list_move(&done->list, &qp->send_free);
+		} while (done != b);
+	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	rpcrdma_cm_send_rs(qp->owner, qp, &info);
 }
@@ -375,6 +395,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	spin_lock_init(&qp->lock);
 	init_waitqueue_head(&qp->wq);
 	INIT_LIST_HEAD(&qp->send_free);
+	INIT_LIST_HEAD(&qp->send_posted);
 	INIT_LIST_HEAD(&qp->recv_ready);
 	INIT_LIST_HEAD(&qp->mr_free);
 	qp->mr_pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len,
@@ -552,9 +573,9 @@ void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b)
 }
 
 /*
- * Posts the first @len octets of @b as a signaled Send, or as Send With
- * Invalidate of @inv_rkey if @invalidate. On error the buffer is back on the
- * free list.
+ * Posts the first @len octets of @b as a Send, or as Send With Invalidate of
+ * @inv_rkey if @invalidate; signaled one time in RPCRDMA_CM_SEND_BATCH, or
+ * when it took the last buffer. On error the buffer is back on the free list.
  */
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 			 u32 inv_rkey)
@@ -570,8 +591,8 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = invalidate ? IB_WR_SEND_WITH_INV : IB_WR_SEND,
-		.send_flags = IB_SEND_SIGNALED,
 	};
+	unsigned long flags;
 	int ret;
 
 	if (len > b->size) {
@@ -581,7 +602,23 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	if (invalidate)
 		wr.ex.invalidate_rkey = inv_rkey;
 	ib_dma_sync_single_for_device(qp->id->device, b->dma, len, DMA_TO_DEVICE);
-	ret = rpcrdma_cm_post_send(qp, &wr);
+	spin_lock_irqsave(&qp->lock, flags);
+	/*
+	 * No buffer left, free or to allocate: ask at once for those posted
+	 * back. (A buffer merely not allocated yet is not short: at queue
+	 * depth one the free list is empty after each take.)
+	 */
+	if (qp->send_unsignaled + 1 >= RPCRDMA_CM_SEND_BATCH ||
+	    (list_empty(&qp->send_free) && qp->nsend >= qp->send_depth))
+		wr.send_flags = IB_SEND_SIGNALED;
+	/* Posted under the lock: @send_posted is in the Send Queue's order. */
+	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, &wr, NULL);
+	if (!ret) {
+		b->posted = true;
+		list_add_tail(&b->list, &qp->send_posted);
+		qp->send_unsignaled = wr.send_flags ? 0 : qp->send_unsignaled + 1;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
 	if (ret)
 		goto fail;
 	rpcrdma_cm_qp_leave(qp);

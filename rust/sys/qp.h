@@ -20,7 +20,8 @@ struct rpcrdma_cm_qp;
 struct rpcrdma_cm_buf {
 	struct ib_cqe cqe;
 	struct rpcrdma_cm_qp *qp;
-	struct list_head list;	/* Send: free list; Receive: ready list */
+	struct list_head list;	/* Send: free or posted list; Receive: ready list */
+	bool posted;		/* Send: on the posted list */
 	void *addr;
 	u64 dma;
 	u32 size;
@@ -39,7 +40,7 @@ struct rpcrdma_cm_buf {
  * frees the PD and completes @released. @users counts operations that post
  * and may still touch buffers or the QP (Send buffers being filled, chunk
  * registrations, RDMA Read/Write): teardown waits for none before it frees
- * the QP and buffers. Both lists, @closed and the counters are under @lock.
+ * the QP and buffers. The lists, @closed and the counters are under @lock.
  */
 struct rpcrdma_cm_qp {
 	struct kref ref;
@@ -53,6 +54,9 @@ struct rpcrdma_cm_qp {
 	atomic_t users;
 	wait_queue_head_t wq;
 	struct list_head send_free;
+	/* Sends posted and not known complete, oldest first (see qp.c). */
+	struct list_head send_posted;
+	u32 send_unsignaled;	/* Sends posted since the last signaled one */
 	struct list_head recv_ready;
 	/*
 	 * Invalid FRWR MRs of @mr_pages pages each, kept for the next chunk

@@ -26,6 +26,11 @@ use super::bindings::{
 };
 use super::errno::emsgsize;
 
+/// One Send in this many asks for a completion; up to one batch less one of
+/// a QP's Send buffers may wait, unsignaled, for the next signaled Send
+/// (`qp.c`), so Send buffers are counted with this on top.
+pub(crate) use super::bindings::RPCRDMA_CM_SEND_BATCH as SEND_BATCH;
+
 /// How large a new QP is.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct QpAttr {

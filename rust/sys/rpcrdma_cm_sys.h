@@ -157,6 +157,14 @@ struct rpcrdma_cm_wc_info {
 	bool with_invalidate;
 };
 
+/*
+ * One Send in this many asks for a completion (and any that took the last
+ * Send buffer); the others are given back with it (qp.c). Up to one
+ * batch less one of a QP's Send buffers may so wait, unsignaled, for the next
+ * signaled Send: send_depth counts them on top of the Sends in flight.
+ */
+#define RPCRDMA_CM_SEND_BATCH 16
+
 /* Sizes of a new QP: Sends and Receives in flight at most, buffers. */
 struct rpcrdma_cm_qp_attr {
 	u32 send_depth;		/* Send WRs and Send buffers (allocated on use) */
