@@ -922,14 +922,57 @@ impl crate::sys::ib_client::DeviceHandler for State {
 }
 
 /// Where a listener is in its life.
+///
+/// `Dead` → `Starting` → `Listening` → `Dead` (device removed) → ... until
+/// [`Listener::stop`] makes it `Stopped`, which nothing leaves: a device
+/// added later never restarts a listener nfsd has closed.
 enum ListenerState {
     /// `rdma_listen()` is being called; a device removal meanwhile makes it
-    /// [`ListenerState::Dead`] and the starter destroys its id.
+    /// [`ListenerState::Dead`] (a stop [`ListenerState::Stopped`]) and the
+    /// starter destroys its id.
     Starting,
     /// Owns the listening id (dropping it stops listening).
     Listening { _id: CmId },
-    /// Its device went away (or it was stopped): not listening.
+    /// Its device went away: not listening until a device is added.
     Dead,
+    /// Stopped for good (nfsd closed it, or the module unloads).
+    Stopped,
+}
+
+/// A connection accepted for nfsd that nfsd has not taken yet (xpo_accept).
+///
+/// # Invariants
+///
+/// `xprt` is `Some` until nfsd takes it ([`Unaccepted::take`]); while it is,
+/// `conn` holds a counted reference on the same transport (`ConnInner::svc`)
+/// and the transport's context holds `conn`: a cycle that only nfsd's
+/// xpo_detach breaks. An entry nfsd never takes breaks it when dropped: the
+/// connection is closed, its reference dropped, then the transport's first
+/// reference, which frees the transport and with it the connection.
+struct Unaccepted {
+    xprt: Option<PendingXprt>,
+    conn: Arc<Conn>,
+}
+
+impl Unaccepted {
+    /// nfsd takes the transport: from now on nfsd's xpo_detach ends it.
+    fn take(mut self) -> Option<PendingXprt> {
+        self.xprt.take()
+    }
+}
+
+impl Drop for Unaccepted {
+    fn drop(&mut self) {
+        if self.xprt.is_none() {
+            return;
+        }
+        // Not from the connection's own CM handler (the id is only stored
+        // once queued): the id's teardown is deferred anyway, as the caller
+        // may hold nfsd's locks.
+        self.conn.close_deferred(Closed::NotAcceptedByNfsd);
+        self.conn.svc_detach();
+        // `xprt` goes after this body: the transport's last reference.
+    }
 }
 
 /// A server-side listener.
@@ -943,7 +986,7 @@ pub(crate) struct Listener {
     inner: Mutex<ListenerState>,
     /// nfsd's: connections accepted, waiting for nfsd's xpo_accept.
     #[pin]
-    pending: Mutex<Fifo<PendingXprt>>,
+    pending: Mutex<Fifo<Unaccepted>>,
 }
 
 impl Listener {
@@ -982,7 +1025,9 @@ impl Listener {
     fn next_accepted(&self) -> (Option<PendingXprt>, bool) {
         let mut g = self.pending.lock();
         let next = g.pop();
-        (next, !g.is_empty())
+        let more = !g.is_empty();
+        drop(g);
+        (next.and_then(Unaccepted::take), more)
     }
 
     fn is_dead(&self) -> bool {
@@ -1004,7 +1049,10 @@ impl Listener {
         let cm = match cm {
             Ok(cm) => cm,
             Err(e) => {
-                *self.inner.lock() = ListenerState::Dead;
+                let mut g = self.inner.lock();
+                if let ListenerState::Starting = *g {
+                    *g = ListenerState::Dead;
+                }
                 return Err(e);
             }
         };
@@ -1014,16 +1062,23 @@ impl Listener {
             *g = ListenerState::Listening { _id: cm };
             return Ok(true);
         }
-        // DEVICE_REMOVAL came meanwhile and found nothing to destroy: we do it,
-        // so the CM can let the device go.
+        // DEVICE_REMOVAL (or a stop) came meanwhile and found nothing to
+        // destroy: we do it, so the CM can let the device go.
+        let stopped = matches!(*g, ListenerState::Stopped);
         drop(g);
         drop(cm);
+        if stopped {
+            // What the id accepted before it went, nfsd will never take.
+            drop(self.pending.lock().take());
+        }
         Ok(false)
     }
 
-    /// Stops listening (unload).
+    /// Stops listening for good (nfsd closed the listener, or unload).
+    /// Dropping the listening id waits for its handler, so once it is gone
+    /// no connection is queued any more: those queued are closed.
     fn stop(&self) {
-        let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Dead);
+        let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Stopped);
         drop(old);
         // Connections nfsd never accepted go with the listener.
         let pending = self.pending.lock().take();
@@ -1109,7 +1164,13 @@ impl Listener {
             Ok(cm) => {
                 st.inc(Counter::Accepts);
                 if let (Some(p), Some((me, _))) = (pending, &self.svc) {
-                    if self.pending.lock().push(p).is_ok() {
+                    let entry = Unaccepted {
+                        xprt: Some(p),
+                        conn: conn.clone(),
+                    };
+                    // Not queued (no memory): the entry's drop closes the
+                    // connection, as if nfsd had refused it.
+                    if self.pending.lock().push(entry).is_ok() {
                         me.conn_pending();
                     }
                 }
@@ -1148,8 +1209,15 @@ impl CmHandler for Listener {
                     self.ep
                 );
                 // Listening: our id goes (its teardown is deferred, as we are
-                // its handler). Starting: the starter destroys it.
-                let old = core::mem::replace(&mut *self.inner.lock(), ListenerState::Dead);
+                // its handler). Starting: the starter destroys it. Stopped
+                // stays stopped.
+                let old = {
+                    let mut g = self.inner.lock();
+                    if matches!(*g, ListenerState::Stopped) {
+                        return;
+                    }
+                    core::mem::replace(&mut *g, ListenerState::Dead)
+                };
                 drop(old);
             }
             EventKind::AddrChange => st.inc(Counter::AddrChanges),
@@ -1271,6 +1339,7 @@ impl Show for ListenersFile {
                 ListenerState::Starting => "starting",
                 ListenerState::Listening { .. } => "listening",
                 ListenerState::Dead => "dead",
+                ListenerState::Stopped => "stopped",
             };
             write!(m, "addr={} state={}", l.ep, state)?;
             if l.svc.is_some() {

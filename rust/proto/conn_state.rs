@@ -31,6 +31,9 @@ pub enum Closed {
     ClosedByUser,
     /// nfsd closed its transport (stopping, idle, its own limits).
     ClosedByNfsd,
+    /// Accepted for nfsd, which stopped (or closed the listener) before it
+    /// took the connection.
+    NotAcceptedByNfsd,
     /// sunrpc closed a mount's transport (unmount, RPC timeout, reconnect).
     ClosedBySunrpc,
     /// The server closed a connection that carried nothing for `idle_timeout`.
@@ -62,6 +65,7 @@ impl Closed {
             Closed::DeviceRemoved => "device_removed",
             Closed::ClosedByUser => "closed_by_user",
             Closed::ClosedByNfsd => "closed_by_nfsd",
+            Closed::NotAcceptedByNfsd => "not_accepted_by_nfsd",
             Closed::ClosedBySunrpc => "closed_by_sunrpc",
             Closed::IdleTimeout => "idle_timeout",
             Closed::Unloaded => "unloaded",

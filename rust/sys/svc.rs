@@ -267,7 +267,9 @@ impl SvcXprt {
 impl Drop for SvcXprt {
     fn drop(&mut self) {
         // SAFETY: we own one reference. It is never the last: sunrpc holds its
-        // own until after xpo_detach, where connections drop theirs.
+        // own until after xpo_detach, where connections drop theirs; before
+        // nfsd has taken the transport, the [`PendingXprt`] holds the first
+        // one and is dropped after this (conn.rs, `Unaccepted`).
         unsafe { rpcrdma_cm_svc_xprt_put(self.0.as_ptr()) };
     }
 }

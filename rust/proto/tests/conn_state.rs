@@ -93,6 +93,7 @@ fn every_close_reason_has_a_distinct_name() {
         DeviceRemoved,
         ClosedByUser,
         ClosedByNfsd,
+        NotAcceptedByNfsd,
         ClosedBySunrpc,
         IdleTimeout,
         Unloaded,
