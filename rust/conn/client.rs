@@ -333,7 +333,7 @@ impl Conn {
                     Some(cm) if g.state.is_established() => cm.qp().ok_or_else(enotconn)?,
                     _ => return Err(enotconn()),
                 };
-                let receives = qp.recv_buffers().0;
+                let receives = qp.recv_buffers().posting;
                 if g.x.outstanding < client_window(g.x.credits, receives, QP_DEPTH) {
                     break (qp, self.reserve(&mut g)?);
                 }

@@ -711,7 +711,7 @@ impl ClientXprt {
         // for each call the grant lets in flight is posted before the window
         // opens.
         let credits = h.credits.clamp(1, SLOTS);
-        let (receives, _) = qp.recv_buffers();
+        let receives = qp.recv_buffers().posting;
         let want = credits + BC_SLOTS + 1;
         // Without memory for more, the window stays what the Receives cover.
         if want > receives {
@@ -719,7 +719,7 @@ impl ClientXprt {
                 conn.count(X::ReceivesAdded, u64::from(n));
             }
         }
-        let (receives, _) = qp.recv_buffers();
+        let receives = qp.recv_buffers().posting;
         let window = credits.min(receives.saturating_sub(BC_SLOTS + 1)).max(1);
         {
             // Under the lock sunrpc's close takes first: once the connection

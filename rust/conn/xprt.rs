@@ -387,15 +387,23 @@ impl Conn {
         // in use, so that a client using every credit it was granted makes
         // the Receives grow.
         let reserve = if self.nfsd { BC_RESERVE } else { 0 };
-        let (allocated, posted) = qp.recv_buffers();
-        let in_use = allocated.saturating_sub(posted).saturating_add(reserve);
-        let add = receives_to_add(in_use, allocated, RECV_DEPTH);
+        let r = qp.recv_buffers();
+        // Calls received and not yet answered (this one included): those
+        // being handled, whose Receives are not posted again yet, and those
+        // whose buffers nfsd keeps (some answered already: counted too, as
+        // the client may use their credits again).
+        let in_use = r
+            .posting
+            .saturating_sub(r.posted)
+            .saturating_add(r.kept)
+            .saturating_add(reserve);
+        let add = receives_to_add(in_use, r.posting, RECV_DEPTH);
         if add > 0 {
             if let Ok(n) = qp.grow_recv(add) {
                 self.count(X::ReceivesAdded, u64::from(n));
             }
         }
-        let grant = server_grant(qp.recv_buffers().0)
+        let grant = server_grant(qp.recv_buffers().posting)
             .saturating_sub(reserve)
             .max(1);
         self.inner.lock().x.credits = grant;
@@ -819,8 +827,17 @@ impl crate::sys::debugfs::Show for XprtFile {
             };
             write!(m, "id={} role={} credits={}", c.id, c.role.name(), credits)?;
             if let Some(qp) = qp {
-                let (recv, _) = qp.recv_buffers();
-                write!(m, " recv_bufs={} send_bufs={}", recv, qp.send_buffers())?;
+                let (recv, short) = qp.recv_allocated();
+                write!(
+                    m,
+                    " recv_bufs={} recv_posting={} send_bufs={}",
+                    recv,
+                    qp.recv_buffers().posting,
+                    qp.send_buffers()
+                )?;
+                if short > 0 {
+                    write!(m, " recv_short={}", short)?;
+                }
             }
             c.xs.show_nonzero(m)?;
             writeln!(m)?;

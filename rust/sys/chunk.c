@@ -371,6 +371,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
  */
 struct rpcrdma_cm_rw {
 	struct ib_cqe cqe;
+	struct list_head orphan;	/* on @qp->rw_orphans once posted in part */
 	struct completion waited;
 	struct rdma_rw_ctx ctx;
 	struct rpcrdma_cm_qp *qp;
@@ -400,6 +401,29 @@ static void rpcrdma_cm_rw_release(struct rpcrdma_cm_rw *rw)
 	for (i = 0; rw->async && i < rw->nents; i++)
 		put_page(sg_page(&rw->sgl[i]));
 	kfree(rw);
+}
+
+/*
+ * Teardown, after the drain: frees the chains that were posted in part
+ * (rpcrdma_cm_rw()); their WRs are all complete or flushed now. Each held
+ * one of @qp's users.
+ */
+void rpcrdma_cm_rw_orphans_free(struct rpcrdma_cm_qp *qp)
+{
+	struct rpcrdma_cm_rw *rw;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&qp->lock, flags);
+		rw = list_first_entry_or_null(&qp->rw_orphans, struct rpcrdma_cm_rw, orphan);
+		if (rw)
+			list_del(&rw->orphan);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!rw)
+			return;
+		rpcrdma_cm_rw_release(rw);
+		rpcrdma_cm_qp_leave(qp);
+	}
 }
 
 static void rpcrdma_cm_rw_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -453,6 +477,8 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 			 u32 rkey, u64 addr, bool write, bool async, void *done)
 {
 	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
+	const struct ib_send_wr *bad = NULL;
+	struct ib_send_wr *first;
 	struct rpcrdma_cm_rw *rw;
 	unsigned long flags;
 	int ret, nwrs;
@@ -494,9 +520,23 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	nwrs = ret;
 	wait_event(qp->wq, rpcrdma_cm_rw_reserve(qp, nwrs));
 	rw->nwrs = nwrs;
+	first = rdma_rw_ctx_wrs(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
 	spin_lock_irqsave(&qp->lock, flags);
-	ret = qp->closed ? -ENOTCONN :
-		rdma_rw_ctx_post(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
+	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, first, &bad);
+	if (ret && !qp->closed && bad != first) {
+		/*
+		 * Posted in part: the WRs before @bad will complete (or be
+		 * flushed) and use the chain's mappings until then, and the
+		 * signaled last one was not posted. The chain stays, to be
+		 * freed by teardown after the drain, and the connection ends.
+		 */
+		list_add_tail(&rw->orphan, &qp->rw_orphans);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		pr_err_ratelimited("an RDMA %s chain was posted in part (error %d): disconnecting\n",
+				   write ? "Write" : "Read", ret);
+		rpcrdma_cm_qp_disconnect(qp);
+		return ret;	/* @users stays taken: teardown releases it */
+	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (!ret && async)
 		return nwrs;	/* @rw may be gone already */

@@ -131,6 +131,8 @@ RPCRDMA_CM_UINT_PARAM(test_teardown_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long in a CM handler that closes its connection, before the teardown (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long between rdma_listen() and recording the listener (default 0)");
+RPCRDMA_CM_UINT_PARAM(test_release_delay_ms, 0, 0, 60000,
+		      "Selftests only: hold the release of a kept Receive buffer this long before it is reposted, and again before the QP's teardown is woken (default 0)");
 
 /*
  * The server transport class nfsd finds us by ("rdma" replaces rpcrdma.ko's;

@@ -3,10 +3,18 @@
  * rpcrdma_cm: one connection's PD, CQ, RC QP and message buffers
  * (rust/sys/qp.rs).
  *
- * Receive buffers (@recv_size octets each) are allocated and posted as the
- * connection needs them, up to @recv_depth: @recv_initial at creation, more
- * by rpcrdma_cm_recv_grow() when the owner grants more credits. Each is
- * reposted after its completion was handled. Send buffers (@send_size octets)
+ * Receives (@recv_size octets each) are posted as the connection needs
+ * them, up to @recv_depth: @recv_initial at creation, more by
+ * rpcrdma_cm_recv_grow() when the owner grants more credits (@recv_want).
+ * A buffer is reposted after its completion was handled; one the owner keeps
+ * (nfsd's request holds its argument until xpo_release_ctxt) is replaced at
+ * once by a free or new buffer, as svcrdma posts fresh receive contexts, so
+ * the Receives posted never fall below the credits granted however long
+ * nfsd keeps its buffers (up to 4 * @recv_depth buffers in all: the calls
+ * the grant lets in, plus the answered ones nfsd's threads release; past that,
+ * or without memory, @recv_want and so the grant shrink instead). A released
+ * buffer is posted again if Receives are short, else kept free. Send
+ * buffers (@send_size octets)
  * are allocated on first use, up to @send_depth, and kept on a free list. An
  * idle connection so costs its initial Receives, whatever the sizes.
  *
@@ -34,6 +42,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
@@ -81,10 +90,28 @@ int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp)
 	return ret;
 }
 
+/*
+ * Ends an operation begun by rpcrdma_cm_qp_enter(). The last one to leave
+ * wakes teardown, which may then free @qp at once: the leaver may hold no
+ * reference of its own (a kept Receive buffer's release, a chain's
+ * completion), so it holds one across the wake-up, and teardown's final
+ * wait for @released keeps @qp until it is put.
+ */
+static void __rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp, unsigned int test_delay_ms)
+{
+	kref_get(&qp->ref);	/* @users > 0 until below: teardown still holds its own */
+	if (atomic_dec_and_test(&qp->users)) {
+		/* Selftests widen the window between the last leave and the wake. */
+		if (test_delay_ms)
+			msleep(test_delay_ms);
+		wake_up_all(&qp->wq);
+	}
+	rpcrdma_cm_qp_put(qp);
+}
+
 void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp)
 {
-	if (atomic_dec_and_test(&qp->users))
-		wake_up_all(&qp->wq);
+	__rpcrdma_cm_qp_leave(qp, 0);
 }
 
 int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr)
@@ -206,6 +233,68 @@ static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	queue_work(qp->recv_wq, &qp->recv_work);
 }
 
+/*
+ * Gives a handled buffer back: posted again if fewer than @recv_want
+ * Receives are posted, else onto the free list. The caller holds qp->lock.
+ */
+static void rpcrdma_cm_recv_return_locked(struct rpcrdma_cm_buf *b)
+{
+	struct rpcrdma_cm_qp *qp = b->qp;
+
+	lockdep_assert_held(&qp->lock);
+	if (atomic_read(&qp->recv_posted) < qp->recv_want &&
+	    !rpcrdma_cm_post_recv_locked(b))
+		return;
+	list_add(&b->list, &qp->recv_free);
+}
+
+/*
+ * Posts free or new buffers until @recv_want Receives are posted. A buffer
+ * that cannot be had (no memory, or @recv_max allocated) lowers @recv_want
+ * instead, so that the credits granted never exceed the Receives posted.
+ * Process context; the caller has entered the QP or is its Receive work.
+ */
+static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp)
+{
+	struct rpcrdma_cm_buf *b;
+	unsigned long flags;
+	bool more = true;
+
+	mutex_lock(&qp->recv_mutex);
+	while (more) {
+		spin_lock_irqsave(&qp->lock, flags);
+		if (qp->closed || atomic_read(&qp->recv_posted) >= qp->recv_want) {
+			spin_unlock_irqrestore(&qp->lock, flags);
+			break;
+		}
+		b = list_first_entry_or_null(&qp->recv_free, struct rpcrdma_cm_buf, list);
+		if (b)
+			list_del(&b->list);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		/* @nrecv changes only under @recv_mutex. */
+		if (!b && qp->nrecv < qp->recv_max) {
+			b = rpcrdma_cm_buf_alloc(qp, qp->recv_size, DMA_FROM_DEVICE);
+			if (b) {
+				spin_lock_irqsave(&qp->lock, flags);
+				/* In the array first: teardown frees it whatever happens. */
+				qp->recv[qp->nrecv] = b;
+				WRITE_ONCE(qp->nrecv, qp->nrecv + 1);
+				spin_unlock_irqrestore(&qp->lock, flags);
+			}
+		}
+		spin_lock_irqsave(&qp->lock, flags);
+		if (!b) {
+			qp->recv_want--;
+			qp->recv_short++;
+		} else if (rpcrdma_cm_post_recv_locked(b)) {
+			list_add(&b->list, &qp->recv_free);
+			more = false;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+	}
+	mutex_unlock(&qp->recv_mutex);
+}
+
 /* Process context: hand each queued message to Rust, then repost its buffer. */
 static void rpcrdma_cm_recv_work(struct work_struct *work)
 {
@@ -241,37 +330,54 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
 		nofs = memalloc_nofs_save();
 		kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
 		memalloc_nofs_restore(nofs);
-		if (kept)
-			continue;	/* kept: reposted by rpcrdma_cm_recv_release() */
+		if (kept) {
+			/* Released later (rpcrdma_cm_recv_release()): replaced now. */
+			rpcrdma_cm_recv_refill(qp);
+			continue;
+		}
 		if (b->status != IB_WC_SUCCESS)
 			continue;
 		spin_lock_irqsave(&qp->lock, flags);
-		rpcrdma_cm_post_recv_locked(b);
+		rpcrdma_cm_recv_return_locked(b);
 		spin_unlock_irqrestore(&qp->lock, flags);
 	}
 }
 
 /*
- * Keeps a successfully received buffer past its callback. Counted in @users:
- * teardown frees the buffers only after every kept one was released (the
- * QP is not closed yet when the callback runs: teardown flushes this work
- * before it waits for @users).
+ * Keeps a successfully received buffer past its callback (nfsd's request
+ * owns it until xpo_release_ctxt). The kept buffer holds its QP twice:
+ * in @users, so teardown frees the buffers only after every kept one was
+ * released (the QP is not closed yet when the callback runs: teardown
+ * flushes this work before it waits for @users), and in @ref, so the QP
+ * itself outlives the release, as svcrdma's receive contexts hold their
+ * transport.
  */
 void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
 {
+	rpcrdma_cm_qp_get(b->qp);
 	atomic_inc(&b->qp->users);
+	atomic_inc(&b->qp->recv_kept);
 }
 
-/* A kept buffer is done with: posted again, unless the QP is closing. */
+/*
+ * A kept buffer is done with: posted again if Receives are short, else
+ * free for the next one kept (rpcrdma_cm_recv_return_locked()).
+ */
 void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
 {
+	unsigned int delay = READ_ONCE(rpcrdma_cm_param_test_release_delay_ms.value);
 	struct rpcrdma_cm_qp *qp = b->qp;
 	unsigned long flags;
 
+	/* Process context (nfsd's xpo_release_ctxt): the test delay may sleep. */
+	if (delay)
+		msleep(delay);
 	spin_lock_irqsave(&qp->lock, flags);
-	rpcrdma_cm_post_recv_locked(b);
+	rpcrdma_cm_recv_return_locked(b);
 	spin_unlock_irqrestore(&qp->lock, flags);
-	rpcrdma_cm_qp_leave(qp);
+	atomic_dec(&qp->recv_kept);
+	__rpcrdma_cm_qp_leave(qp, delay);
+	rpcrdma_cm_qp_put(qp);
 }
 
 /*
@@ -300,59 +406,53 @@ static void rpcrdma_cm_send_done(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /*
- * Allocates and posts up to @n more Receive buffers (never more than
- * @recv_depth in all). Returns how many were added, or an error if none was.
+ * Raises the Receives to keep posted by up to @n (never past @recv_depth)
+ * and posts them. Returns how many were added, or an error if none was.
  * Any thread may call it; teardown waits for it.
  */
 int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n)
 {
-	struct rpcrdma_cm_buf *b;
 	unsigned long flags;
-	u32 added = 0;
+	u32 before, add;
 	int ret;
 
 	ret = rpcrdma_cm_qp_enter(qp);
 	if (ret)
 		return ret;
-	while (added < n) {
-		spin_lock_irqsave(&qp->lock, flags);
-		if (qp->nrecv >= qp->recv_depth) {
-			spin_unlock_irqrestore(&qp->lock, flags);
-			break;
-		}
-		spin_unlock_irqrestore(&qp->lock, flags);
-		b = rpcrdma_cm_buf_alloc(qp, qp->recv_size, DMA_FROM_DEVICE);
-		if (!b) {
-			ret = -ENOMEM;
-			break;
-		}
-		spin_lock_irqsave(&qp->lock, flags);
-		if (qp->nrecv >= qp->recv_depth) {
-			/* Another caller filled the last slot meanwhile. */
-			spin_unlock_irqrestore(&qp->lock, flags);
-			rpcrdma_cm_buf_free(qp, b, DMA_FROM_DEVICE);
-			break;
-		}
-		/* In the array first: teardown frees it even if posting fails. */
-		qp->recv[qp->nrecv++] = b;
-		ret = rpcrdma_cm_post_recv_locked(b);
-		spin_unlock_irqrestore(&qp->lock, flags);
-		if (ret)
-			break;
-		added++;
-	}
+	spin_lock_irqsave(&qp->lock, flags);
+	before = qp->recv_want;
+	add = min(n, qp->recv_depth - qp->recv_want);
+	qp->recv_want += add;
+	spin_unlock_irqrestore(&qp->lock, flags);
+	if (add)
+		rpcrdma_cm_recv_refill(qp);
+	spin_lock_irqsave(&qp->lock, flags);
+	/* What the refill could not post, it took back from @recv_want. */
+	add = qp->recv_want > before ? qp->recv_want - before : 0;
+	spin_unlock_irqrestore(&qp->lock, flags);
 	rpcrdma_cm_qp_leave(qp);
-	return added ? added : ret;
+	if (!add && n && before < qp->recv_depth)
+		return -ENOMEM;
+	return add;
 }
 
 /*
- * Receive buffers allocated (*@allocated: posted, or holding a message being
- * handled and reposted after), and of those posted now (*@posted).
+ * Receives the QP keeps posted (*@want: what credits are granted against),
+ * posted now (*@posted: fewer while completions are being handled), and
+ * buffers the owner keeps (*@kept).
  */
-void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *posted)
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *posted, u32 *kept)
+{
+	*want = READ_ONCE(qp->recv_want);
+	*posted = atomic_read(&qp->recv_posted);
+	*kept = atomic_read(&qp->recv_kept);
+}
+
+/* Receive buffers allocated, and times a kept one could not be replaced. */
+void rpcrdma_cm_recv_allocated(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *short_count)
 {
 	*allocated = READ_ONCE(qp->nrecv);
-	*posted = atomic_read(&qp->recv_posted);
+	*short_count = READ_ONCE(qp->recv_short);
 }
 
 /* Send buffers allocated so far (and being allocated). */
@@ -397,7 +497,11 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	INIT_LIST_HEAD(&qp->send_free);
 	INIT_LIST_HEAD(&qp->send_posted);
 	INIT_LIST_HEAD(&qp->recv_ready);
+	INIT_LIST_HEAD(&qp->recv_free);
+	mutex_init(&qp->recv_mutex);
+	atomic_set(&qp->recv_kept, 0);
 	INIT_LIST_HEAD(&qp->mr_free);
+	INIT_LIST_HEAD(&qp->rw_orphans);
 	qp->mr_pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len,
 			     RPCRDMA_CM_CHUNK_MAX_PAGES);
 	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
@@ -406,6 +510,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	qp->recv_size = a->recv_size;
 	qp->send_depth = a->send_depth;
 	qp->recv_depth = a->recv_depth;
+	qp->recv_max = 4 * a->recv_depth;
 	qp->recv_wq = a->recv_wq;
 	qp->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(qp->pd)) {
@@ -453,7 +558,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 
 	ret = -ENOMEM;
 	qp->send = kcalloc(a->send_depth, sizeof(*qp->send), GFP_KERNEL);
-	qp->recv = kcalloc(a->recv_depth, sizeof(*qp->recv), GFP_KERNEL);
+	qp->recv = kcalloc(qp->recv_max, sizeof(*qp->recv), GFP_KERNEL);
 	if (!qp->send || !qp->recv)
 		goto out;
 	/* Receives first: a peer may send as soon as the connection is up. */
@@ -491,6 +596,7 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 	if (qp->id->qp)
 		ib_drain_qp(qp->id->qp);
 	flush_work(&qp->recv_work);
+	rpcrdma_cm_rw_orphans_free(qp);
 	wait_event(qp->wq, atomic_read(&qp->users) == 0);
 	rpcrdma_cm_mr_pool_destroy(qp);
 	if (qp->id->qp)

@@ -36,8 +36,9 @@ struct rpcrdma_cm_buf {
  * One connection's PD, CQ, RC QP and message buffers (see qp.c).
  *
  * @ref counts the holders: the connection itself (dropped by
- * rpcrdma_cm_destroy_qp), each Rust Qp handle and each chunk. The last one
- * frees the PD and completes @released. @users counts operations that post
+ * rpcrdma_cm_destroy_qp), each Rust Qp handle, each chunk, each kept Receive
+ * buffer, and whoever leaves @users for the time it wakes teardown. The
+ * last one frees the PD and completes @released. @users counts operations that post
  * and may still touch buffers or the QP (Send buffers being filled, chunk
  * registrations, RDMA Read/Write): teardown waits for none before it frees
  * the QP and buffers. The lists, @closed and the counters are under @lock.
@@ -58,6 +59,14 @@ struct rpcrdma_cm_qp {
 	struct list_head send_posted;
 	u32 send_unsignaled;	/* Sends posted since the last signaled one */
 	struct list_head recv_ready;
+	/* Receive buffers handled and not posted again (see qp.c). */
+	struct list_head recv_free;
+	/* Serialises refills: allocations, and @nrecv's changes. */
+	struct mutex recv_mutex;
+	u32 recv_want;		/* Receives to keep posted, at most @recv_depth */
+	u32 recv_max;		/* buffers at most: 4 * @recv_depth */
+	u32 recv_short;		/* kept buffers that could not be replaced */
+	atomic_t recv_kept;	/* buffers the owner keeps (rpcrdma_cm_recv_keep) */
 	/*
 	 * Invalid FRWR MRs of @mr_pages pages each, kept for the next chunk
 	 * registration (linked by ib_mr.qp_entry, as ib_mr_pool does); freed by
@@ -73,13 +82,15 @@ struct rpcrdma_cm_qp {
 	 */
 	u32 rw_wrs;
 	atomic_t rw_avail;
+	/* RDMA Read/Write chains posted in part, freed by teardown (chunk.c). */
+	struct list_head rw_orphans;
 	u32 send_size, recv_size;
 	u32 send_depth, recv_depth;
 	u32 nsend;		/* Send slots used (buffers allocated on demand) */
-	u32 nrecv;		/* Receive buffers allocated, each posted or in use */
+	u32 nrecv;		/* Receive buffers allocated: posted, kept or free */
 	atomic_t recv_posted;	/* of those, posted and not completed */
 	struct rpcrdma_cm_buf **send;	/* @send_depth slots, NULL when free */
-	struct rpcrdma_cm_buf **recv;	/* @recv_depth slots */
+	struct rpcrdma_cm_buf **recv;	/* @recv_max slots */
 };
 
 /* Starts an operation that posts: fails once the QP is closing. */
@@ -97,5 +108,7 @@ int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 
 /* Deregisters the QP's recycled MRs (teardown, once @closed is set). */
 void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp);
+/* Frees the chains posted in part (teardown, after the drain). */
+void rpcrdma_cm_rw_orphans_free(struct rpcrdma_cm_qp *qp);
 
 #endif /* RPCRDMA_CM_QP_H */

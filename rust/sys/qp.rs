@@ -20,9 +20,9 @@ use kernel::prelude::*;
 
 use super::bindings::{
     rpcrdma_cm_buf, rpcrdma_cm_qp, rpcrdma_cm_qp_attr, rpcrdma_cm_qp_disconnect, rpcrdma_cm_qp_get,
-    rpcrdma_cm_qp_put, rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow, rpcrdma_cm_recv_keep,
-    rpcrdma_cm_recv_release, rpcrdma_cm_send_abort, rpcrdma_cm_send_allocated, rpcrdma_cm_send_get,
-    rpcrdma_cm_send_post,
+    rpcrdma_cm_qp_put, rpcrdma_cm_recv_allocated, rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow,
+    rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release, rpcrdma_cm_send_abort,
+    rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
 use super::errno::emsgsize;
 
@@ -108,14 +108,23 @@ impl Qp {
         Ok(ret.unsigned_abs())
     }
 
-    /// Receive buffers: in circulation (posted, or holding a message being
-    /// handled and reposted after), and of those posted now.
-    pub(crate) fn recv_buffers(&self) -> (u32, u32) {
-        let (mut allocated, mut posted) = (0u32, 0u32);
-        // SAFETY: our handle keeps the QP alive; C reads two words into the
+    /// The QP's Receives: how many it keeps posted, how many are posted now,
+    /// and how many buffers the owner keeps (see [`RecvCounts`]).
+    pub(crate) fn recv_buffers(&self) -> RecvCounts {
+        let mut c = RecvCounts::default();
+        // SAFETY: our handle keeps the QP alive; C reads three words into the
         // out pointers.
-        unsafe { rpcrdma_cm_recv_counts(self.raw(), &mut allocated, &mut posted) };
-        (allocated, posted)
+        unsafe { rpcrdma_cm_recv_counts(self.raw(), &mut c.posting, &mut c.posted, &mut c.kept) };
+        c
+    }
+
+    /// Receive buffers allocated (posted, kept or free), and how many times
+    /// a kept one could not be replaced (the grant shrank instead).
+    pub(crate) fn recv_allocated(&self) -> (u32, u32) {
+        let (mut allocated, mut short) = (0u32, 0u32);
+        // SAFETY: as in `recv_buffers`, two words.
+        unsafe { rpcrdma_cm_recv_allocated(self.raw(), &mut allocated, &mut short) };
+        (allocated, short)
     }
 
     /// Send buffers allocated so far.
@@ -156,10 +165,30 @@ impl Qp {
     }
 }
 
+/// A QP's Receives at one moment ([`Qp::recv_buffers`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RecvCounts {
+    /// Receives the QP keeps posted: what credits are granted against. A
+    /// buffer the owner keeps is replaced at once, so this does not drop
+    /// while calls are being handled.
+    pub(crate) posting: u32,
+    /// Posted now: fewer than `posting` while completions are handled.
+    pub(crate) posted: u32,
+    /// Buffers the owner keeps ([`RecvBuf`]).
+    pub(crate) kept: u32,
+}
+
 /// A received message kept past its completion callback (see
 /// [`Completion::keep`](super::rdma_cm::Completion::keep)): its buffer is not
 /// posted again until this is dropped, and the connection's teardown waits
 /// for that, so the message stays readable for as long as this lives.
+///
+/// # Invariants
+///
+/// `b` is a kept Receive buffer of a live QP: it holds one of the QP's users
+/// (teardown frees no buffer before every kept one is released) and one
+/// reference on it (the QP is not freed before the release has returned),
+/// both given back by [`Drop`]. `data` is `b`'s message, `len` octets long.
 pub(crate) struct RecvBuf {
     b: NonNull<rpcrdma_cm_buf>,
     data: *mut u8,
@@ -198,8 +227,10 @@ impl RecvBuf {
         if data.is_null() {
             return None;
         }
-        // SAFETY: see above; counted in the QP's users until released.
+        // SAFETY: see above; C counts it in the QP's users and references
+        // until released.
         unsafe { rpcrdma_cm_recv_keep(b.as_ptr()) };
+        // INVARIANT: kept just above, with its message at `data`.
         Some(RecvBuf { b, data, len })
     }
 
@@ -223,7 +254,8 @@ impl RecvBuf {
 
 impl Drop for RecvBuf {
     fn drop(&mut self) {
-        // SAFETY: kept by `keep`, released exactly once here.
+        // SAFETY: kept by `keep` (type invariant), released exactly once here;
+        // the user and the reference it holds go with it.
         unsafe { rpcrdma_cm_recv_release(self.b.as_ptr()) };
     }
 }

@@ -69,6 +69,7 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_max_connections_per_peer;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_idle_timeout;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_teardown_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_release_delay_ms;
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
 bool rpcrdma_cm_size_param_ok(unsigned int v);
@@ -184,7 +185,8 @@ void rpcrdma_cm_qp_get(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_put(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_qp_disconnect(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n);
-void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *posted);
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *posted, u32 *kept);
+void rpcrdma_cm_recv_allocated(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *short_count);
 u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 			u8 **addr, u32 *size);
@@ -195,7 +197,7 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 /*
  * A Receive buffer Rust keeps past its completion callback (its message is
  * still being handled): not reposted until rpcrdma_cm_recv_release(), and
- * teardown waits for that.
+ * teardown waits for that. A kept buffer holds a reference on its QP.
  */
 void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b);
 void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b);

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-2.0
+# rpcrdma_cm selftests: lifetimes under faults (sourced by rpcrdma_cm.sh).
+# Each test starts nfsd or the module itself and ends with the module
+# unloadable: a reference that outlives its owner fails the test that made it.
+
+LIFETIME_TESTS="
+	nfsd_stops_with_unaccepted_connections
+	kept_receive_released_during_teardown
+	receives_replaced_while_nfsd_keeps_them
+"
+
+# nfsd_threads: nfsd's thread count (0 when it is not running).
+nfsd_threads() { cat /proc/fs/nfsd/threads 2>/dev/null || echo 0; }
+
+# A listener of nfsd's with no thread to take its connections: nfsd stopped,
+# then `rdmacm PORT` written to the portlist, which creates nfsd's service
+# with that listener alone. Connections the module accepts for nfsd wait on
+# the listener (its `pending` count) until nfsd stops: they must then be
+# closed (state not_accepted_by_nfsd) and freed with their nfsd transports,
+# nothing left holding the module. On 2ec06bd each stayed established, its
+# transport and the module referenced for good (rmmod refused).
+nfsd_stops_with_unaccepted_connections() {
+	local ok=0 id i sid sl pend
+	unload_transports || return 1
+	load_module || return 1
+	nfsd_up || return 1
+	rpc.nfsd 0 || { fail "rpc.nfsd 0"; return 1; }
+	[ "$(nfsd_threads)" = 0 ] || { fail "nfsd still has $(nfsd_threads) threads"; return 1; }
+	echo "rdmacm $NFS_PORT" >/proc/fs/nfsd/portlist || { fail "portlist: rdmacm $NFS_PORT"; return 1; }
+	grep -q "rdmacm $NFS_PORT" /proc/fs/nfsd/portlist || { fail "nfsd does not list rdmacm $NFS_PORT"; return 1; }
+	for i in 1 2 3; do
+		id=$(connected "$ADDR $NFS_PORT") || { fail "connect $i to nfsd's listener"; ok=1; break; }
+	done
+	pend=$(grep -o 'for=nfsd pending=[0-9]*' "$DBG/listeners" | awk -F= '{ s += $3 } END { print s + 0 }')
+	ktap_print_msg "listeners: $(tr '\n' ' ' <"$DBG/listeners")"
+	[ "$pend" = 3 ] || { fail "$pend connections wait for nfsd's accept, expected 3"; ok=1; }
+	# nfsd stops: its service goes with the listener and what waits on it.
+	echo 0 >/proc/fs/nfsd/threads || { fail "echo 0 > threads"; ok=1; }
+	for ((i = 0; i < 100; i++)); do
+		grep " role=server " "$DBG/connections" | grep -q "state=established" || break
+		sleep 0.1
+	done
+	ktap_print_msg "after nfsd stopped: $(grep ' role=server ' "$DBG/connections" | cut -d' ' -f1-4 | tr '\n' ';')"
+	grep " role=server " "$DBG/connections" | grep -q "state=established" &&
+		{ fail "a connection nfsd never accepted is still established"; ok=1; }
+	[ "$(grep ' role=server ' "$DBG/connections" | grep -c 'state=not_accepted_by_nfsd')" = 3 ] ||
+		{ fail "expected 3 server connections closed as not_accepted_by_nfsd"; ok=1; }
+	for ((i = 0; i < 100; i++)); do
+		[ "$(field "$(conn_line "$id")" state)" = established ] || break
+		sleep 0.1
+	done
+	expect "$(conn_line "$id")" state=disconnected || ok=1
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused after nfsd stopped: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# A Receive buffer nfsd keeps (its request's argument, released at
+# xpo_release_ctxt) is released while its connection's teardown runs:
+# test_release_delay_ms=5000 holds the releasing nfsd thread 5 s before it
+# reposts the buffer and 5 s more between its last use of the QP and waking
+# the teardown, and the server connection is closed in that second window.
+# The teardown must wait for the release to finish (the buffer holds a
+# reference on the QP). On 2ec06bd (with the delay added) the teardown freed
+# the QP at once and the thread then woke a freed wait queue: KASAN reports a
+# use-after-free in __wake_up (make check-debug); here: no kernel report,
+# calls still work on a new connection, and the module unloads.
+kept_receive_released_during_teardown() {
+	local ok=0 id sid i t0 took
+	unload_transports || return 1
+	load_module || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	id=$(connected "$ADDR $NFS_PORT") || return 1
+	sid=$(field "$(server_for "$id")" id)
+	[ -n "$sid" ] || { fail "no server connection for id=$id"; return 1; }
+	setp test_release_delay_ms 5000 || return 1
+	rpc "$id" null || { fail "NULL to nfsd: $(last_rpc)"; ok=1; }
+	t0=$(date +%s.%N)
+	# nfsd's thread now sleeps in the release of the call's buffer: 5 s
+	# before the repost, then 5 s between leaving the QP and the wake-up.
+	sleep 7
+	echo "disconnect $sid" >"$DBG/control" || { fail "disconnect $sid"; ok=1; }
+	took=$(elapsed "$t0")
+	ktap_print_msg "disconnect $sid returned $took s after the reply"
+	# `disconnect` tears the connection down before it returns: it must
+	# have waited for the release, which ends 10 s after it began (before
+	# the reply reached us).
+	awk -v t="$took" 'BEGIN { exit !(t >= 8.5) }' ||
+		{ fail "the teardown did not wait for the release of nfsd's buffer"; ok=1; }
+	sleep 5
+	setp test_release_delay_ms 0
+	ktap_print_msg "$(conn_line "$sid" | cut -d' ' -f1-4)"
+	# The module still works: a new connection carries a call.
+	id=$(connected "$ADDR $NFS_PORT") || ok=1
+	rpc "$id" null || { fail "NULL on a new connection: $(last_rpc)"; ok=1; }
+	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
+	rpc.nfsd 0
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# nfsd keeps each call's Receive buffer until xpo_release_ctxt, after its
+# reply went out; the client may use that reply's credit at once. With 16
+# nfsd threads each holding its buffer 500 ms after replying
+# (test_release_delay_ms) and 32 callers on one connection, the Receives
+# posted must still cover every call the grant lets in: a kept buffer is
+# replaced at once. On 2ec06bd the kept buffers were simply missing, a call
+# found no Receive posted, the server's QP answered RNR NAK and, with no RNR
+# retries (as xprtrdma asks), the client's connection died and calls failed.
+receives_replaced_while_nfsd_keeps_them() {
+	local ok=0 id sid i n line
+	unload_transports || return 1
+	load_module || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	rpc.nfsd 16 || { fail "rpc.nfsd 16"; return 1; }
+	id=$(connected "$ADDR $NFS_PORT") || return 1
+	sid=$(field "$(server_for "$id")" id)
+	setp test_release_delay_ms 500 || return 1
+	rm -f /tmp/par_*
+	for ((i = 1; i <= 32; i++)); do
+		(for n in 1 2 3; do rpc "$id" null || echo "FAIL null $i.$n"; done) >/tmp/par_$i 2>&1 &
+	done
+	wait
+	setp test_release_delay_ms 0
+	n=$(cat /tmp/par_* | grep -c FAIL)
+	ktap_print_msg "client: $(grep "^id=$id " "$DBG/xprt")"
+	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$n" = 0 ] || { fail "$n of 96 NULL calls failed"; ok=1; }
+	expect "$(conn_line "$id")" state=established || ok=1
+	line=$(grep "^id=$sid " "$DBG/xprt")
+	[ "$(field "$line" replies_sent)" = 96 ] || { fail "server sent $(field "$line" replies_sent) replies, expected 96"; ok=1; }
+	[ -z "$(field "$line" recv_short)" ] || { fail "kept buffers not replaced: $(field "$line" recv_short)"; ok=1; }
+	[ "$(field "$line" recv_bufs)" -gt "$(field "$line" recv_posting)" ] ||
+		{ fail "no buffer beyond the Receives kept posted: nfsd's buffers were never replaced"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	rpc.nfsd 0
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
