@@ -699,7 +699,7 @@ impl ClientXprt {
         // A Reply on a connection sunrpc is closing (its chunks are gone or
         // going): the call is left to be sent again on the next one, whose
         // grant starts afresh (dropping `rq` unpins it, nothing more).
-        let mut regs = {
+        let regs = {
             let mut g = self.inner.lock();
             if !g.is_current(conn) {
                 conn.count(X::RepliesUnmatched, 1);
@@ -730,27 +730,35 @@ impl ClientXprt {
             }
         }
         conn.count(X::RepliesReceived, 1);
-        let res = self.place(conn, &mut rq, &h, data, regs.as_mut());
+        let mut held = Held {
+            x: self,
+            conn,
+            regs,
+            invalidated,
+        };
+        let res = self.place(&mut rq, &h, data, &mut held);
         if res.is_err() {
             add(&self.counts.bad_reply, 1);
         }
         // Invalidated before the call completes: the server can no longer
         // touch memory the RPC layer is about to read or reuse.
-        if let Some(r) = regs {
-            self.release_regs(conn, r, invalidated);
-        }
+        held.release();
         rq.complete(res);
     }
 
-    /// Puts the Reply where sunrpc reads it; its length.
+    /// Puts the Reply where sunrpc reads it; its length. Nothing is written
+    /// into the RPC's pages before the call's registrations are released
+    /// (invalidated and unmapped, [`Held::release`]): until then the server
+    /// may still write there, and unmapping could copy a bounce buffer back
+    /// over what was placed (xprtrdma likewise invalidates first).
     fn place(
         &self,
-        conn: &Conn,
         rq: &mut PinnedRqst,
         h: &crate::proto::header::Header<'_>,
         data: &[u8],
-        regs: Option<&mut Regs>,
+        held: &mut Held<'_>,
     ) -> Result<u32> {
+        let conn = held.conn;
         match h.body {
             Body::Error(_) => {
                 // As xprtrdma: the call fails with EIO.
@@ -768,6 +776,7 @@ impl ClientXprt {
                 let written = c.write_list().map(|w| w.total_len()).sum::<u64>();
                 if written == 0 {
                     // All inline: head, then pages, then tail, in order.
+                    held.release();
                     rq.write(0, rpc)?;
                     let layout = rq.layout();
                     let in_pages = len.saturating_sub(layout.head_len()).min(layout.page_len());
@@ -778,7 +787,11 @@ impl ClientXprt {
                 // The payload is in the receive pages already; only a call
                 // that offered a Write chunk, and no more than it offered,
                 // may get one (RFC 8166 Section 3.4.6).
-                let room = regs.filter(|r| r.write_list).map(|r| r.reply_len());
+                let room = held
+                    .regs
+                    .as_ref()
+                    .filter(|r| r.write_list)
+                    .map(|r| r.reply_len());
                 let written = u32::try_from(written).map_err(|_| EIO)?;
                 if c.write_list().count() != 1 || room.map_or(true, |k| u64::from(written) > k) {
                     conn.count(X::ChunkErrors, 1);
@@ -791,6 +804,7 @@ impl ClientXprt {
                     let l = rq.layout();
                     (l.head_len(), l.page_len())
                 };
+                held.release();
                 if len < head {
                     rq.write(0, rpc)?;
                     rq.trim_head(len);
@@ -812,7 +826,9 @@ impl ClientXprt {
                     return Err(EIO);
                 }
                 let written = c.reply_chunk().map(|s| s.total_len()).ok_or(EIO)?;
-                let regs = regs
+                let regs = held
+                    .regs
+                    .as_mut()
                     .filter(|r| !r.write_list && !r.reply.is_empty())
                     .ok_or(EIO)?;
                 if written > regs.reply_len() {
@@ -832,6 +848,7 @@ impl ClientXprt {
                     k.read_at(0, &mut v[at..end])?;
                     at = end;
                 }
+                held.release();
                 rq.write(0, &v)?;
                 conn.count(X::RepliesReplyChunk, 1);
                 add(&self.counts.rdma_reply, u64::from(written));
@@ -846,6 +863,30 @@ impl ClientXprt {
         if let Some(r) = regs {
             self.release_regs(conn, r, invalidated);
         }
+    }
+}
+
+/// A Reply's call registrations while the Reply is placed: released
+/// (invalidated, unmapped, freed) once, before anything is written into the
+/// RPC's pages, or when dropped.
+struct Held<'a> {
+    x: &'a ClientXprt,
+    conn: &'a Conn,
+    regs: Option<Regs>,
+    invalidated: Option<u32>,
+}
+
+impl Held<'_> {
+    fn release(&mut self) {
+        if let Some(r) = self.regs.take() {
+            self.x.release_regs(self.conn, r, self.invalidated);
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

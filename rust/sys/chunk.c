@@ -33,6 +33,12 @@ struct rpcrdma_cm_chunk {
 	/* FRWR */
 	struct ib_mr *mr;
 	int nents;		/* ib_dma_map_sg() result; 0 when not mapped */
+	/*
+	 * How it is mapped: DMA_TO_DEVICE for a chunk the peer only reads,
+	 * DMA_FROM_DEVICE for one it writes (as xprtrdma maps them), so an
+	 * unmap never copies a bounce buffer back over what the CPU placed.
+	 */
+	enum dma_data_direction dir;
 	struct ib_cqe reg_cqe, inv_cqe;
 	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
 	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
@@ -117,14 +123,14 @@ struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_wrap(struct rpcrdma_cm_qp *qp, struct 
 
 /* ib_verbs.h has no ib_dma_sync_sg_*(); what they would do. */
 static void rpcrdma_cm_sync_sg(struct ib_device *dev, struct scatterlist *sgl,
-			       int nents, bool for_cpu)
+			       int nents, enum dma_data_direction dir, bool for_cpu)
 {
 	if (ib_uses_virt_dma(dev))
 		return;
 	if (for_cpu)
-		dma_sync_sg_for_cpu(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+		dma_sync_sg_for_cpu(dev->dma_device, sgl, nents, dir);
 	else
-		dma_sync_sg_for_device(dev->dma_device, sgl, nents, DMA_BIDIRECTIONAL);
+		dma_sync_sg_for_device(dev->dma_device, sgl, nents, dir);
 }
 
 /* Copies @n octets between @buf and the chunk at @off (into it if @in). */
@@ -136,7 +142,7 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 	if (off > c->len || n > c->len - off)
 		return -EINVAL;
 	if (c->nents && !in)
-		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, true);
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, c->dir, true);
 	off += c->offset;
 	while (n) {
 		u32 pg = off / PAGE_SIZE, po = off % PAGE_SIZE;
@@ -153,7 +159,7 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 		n -= k;
 	}
 	if (c->nents && in)
-		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, false);
+		rpcrdma_cm_sync_sg(dev, c->sgl, c->npages, c->dir, false);
 	return 0;
 }
 
@@ -262,7 +268,8 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 		goto out;
 	}
 	c->mr = mr;
-	c->nents = ib_dma_map_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+	c->dir = remote_write ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+	c->nents = ib_dma_map_sg(dev, c->sgl, c->npages, c->dir);
 	if (!c->nents) {
 		ret = -EIO;
 		goto out;
@@ -352,7 +359,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 		return posted;
 	}
 	if (c->nents)
-		ib_dma_unmap_sg(dev, c->sgl, c->npages, DMA_BIDIRECTIONAL);
+		ib_dma_unmap_sg(dev, c->sgl, c->npages, c->dir);
 	for (i = 0; i < c->npages; i++)
 		put_page(c->pages[i]);
 	kfree(c->pages);
@@ -549,12 +556,17 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	return ret;
 }
 
-/* The whole chunk from or to the peer's memory (rpcrdma_cm_rw), waited for. */
+/*
+ * The whole chunk from or to the peer's memory (rpcrdma_cm_rw). A Read is
+ * waited for; a Write returns once posted, holding the chunk's pages until
+ * it completes, so no thread waits for what the peer acknowledges: a Send
+ * posted after it reaches the peer after its data (RC ordering).
+ */
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool write)
 {
 	if (c->mr)
 		return -EBUSY;
-	return rpcrdma_cm_rw(c->qp, c->pages, 0, c->len, rkey, addr, write, false, NULL);
+	return rpcrdma_cm_rw(c->qp, c->pages, 0, c->len, rkey, addr, write, write, NULL);
 }
 
 /*

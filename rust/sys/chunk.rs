@@ -170,9 +170,13 @@ impl Chunk {
     }
 
     /// Pushes the whole chunk to the peer's memory at `rkey`/`addr` (RDMA
-    /// Write) and waits for it; returns the number of work requests it took.
+    /// Write); returns the number of work requests it took, once they are
+    /// posted (the Write keeps the chunk's pages until it completes; a Send
+    /// posted after it on the QP reaches the peer after its data; a failed
+    /// Write ends the connection through the handler's `rw_failed`).
     pub(crate) fn rdma_write(&mut self, rkey: u32, addr: u64) -> Result<u32> {
-        // SAFETY: as in `rdma_read`.
+        // SAFETY: `raw` is our live, unregistered chunk (C refuses a registered
+        // one); C takes its own page references for the posted Write.
         wrs(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
     }
 
