@@ -43,7 +43,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair fuzz bench bench-rpc bench-proto clean
+.PHONY: help check check-debug demo deps kernel module host-test selftest selftest-pair faults fuzz bench bench-rpc bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -54,6 +54,7 @@ help:
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
 	@echo "make selftest-pair  the two-kernel selftests: two guests joined by one link"
+	@echo "make faults     the fault suite in full on the two-kernel link (table in results/faults)"
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
 	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
 	@echo "make bench        NFS over RDMA between two guests, C and our transports in all four pairings"
@@ -87,6 +88,9 @@ selftest: module
 
 selftest-pair: module
 	@$(TOP)/scripts/selftest-pair
+
+faults: module
+	@$(TOP)/scripts/faults
 
 fuzz:
 	@$(TOP)/scripts/fuzz

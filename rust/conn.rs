@@ -540,6 +540,7 @@ impl Ticker for State {
             let quiet = now - c.last_active.load(Ordering::Relaxed);
             let state = c.inner.lock().state;
             if state == ConnState::Disconnecting && quiet > grace {
+                trace::fatal(c.id, "disconnect_timeout", 0);
                 c.close(Closed::Disconnected, 0);
             } else if c.role == Role::Server
                 && timeout != 0
@@ -724,7 +725,7 @@ impl Conn {
             // A call lost for want of memory would hold the client's credit
             // for good: end the connection instead.
             drop(g);
-            self.fatal(qp);
+            self.fatal(qp, "no_memory", ENOMEM.to_errno());
             return;
         }
         if let Some(x) = &g.svc {

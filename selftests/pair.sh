@@ -15,6 +15,7 @@ KSRC=${KSRC:?KSRC must name the kernel source tree (for ktap_helpers.sh)}
 # shellcheck source=/dev/null
 . "$KSRC/tools/testing/selftests/kselftest/ktap_helpers.sh"
 . "$HERE/lib.sh"
+. "$HERE/faults.sh"
 
 # Addresses of the link (TEST-NET-2, RFC 5737): they exist only on it.
 PAIR_A=198.51.100.1
@@ -47,21 +48,19 @@ wait_file() {
 # Guest a's requests, asked by b through ask(): each prints what b needs
 # and succeeds or fails.
 a_c_nfsd() {
-	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist
+	a_srv_c
 }
 
 # What a user does on a server: Linux's nfsd stopped and rpcrdma.ko unloaded,
 # our module loaded with no parameter, nfsd started with --rdma.
 a_our_nfsd() {
-	rpc.nfsd 0 && rmmod rpcrdma || return 1
-	insmod "$KO" || return 1
-	rpc.nfsd --rdma=20049 2 || return 1
-	grep "^rdma" /proc/fs/nfsd/portlist && grep -q "rdma 20049" /proc/fs/nfsd/portlist
+	a_srv_ours || return 1
+	grep "^rdma" /proc/fs/nfsd/portlist
 }
 
 # Linux's nfsd with 16 KiB inline thresholds (svcrdma's max_req_size).
 a_c_nfsd16() {
-	rpc.nfsd 0 && echo 16384 >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
+	a_srv_c && rpc.nfsd 0 && echo 16384 >/proc/sys/sunrpc/svc_rdma/max_req_size || return 1
 	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist
 }
 
@@ -115,7 +114,7 @@ nfs_copy() {
 # rdma transport that moved chunks.
 pair_c_client_to_c_server() {
 	local ok=0
-	load_c_transport || return 1
+	client_side c || return 1
 	ask c_nfsd || return 1
 	nfs_copy || ok=1
 	ktap_print_msg "mountstats: $MOUNTSTATS"
@@ -161,9 +160,7 @@ restart_c_nfsd16() {
 
 pair_our_client_to_c_server() {
 	local ok=0 line v r0 r1 ra0 mnt=/tmp/mnt_16
-	for ((i = 0; i < 50; i++)); do [ -d /sys/module/rpcrdma ] || break; rmmod rpcrdma 2>/dev/null || sleep 0.2; done
-	[ ! -d /sys/module/rpcrdma ] || { fail "cannot unload rpcrdma.ko"; return 1; }
-	insmod "$KO" || { fail "insmod rpcrdma_cm.ko"; return 1; }
+	client_side ours || return 1
 	ask c_nfsd || return 1
 	ensure_debugfs
 	nfs_copy || ok=1
@@ -233,6 +230,7 @@ pair_our_client_to_c_server() {
 # the client invalidates 7 itself, see c_client_sees_remote_invalidation).
 pair_c_client_to_our_server() {
 	local ok=0 st
+	client_side c || return 1
 	ask our_nfsd || return 1
 	ktap_print_msg "guest a portlist: $(tr '\n' ' ' <"$PAIR_DIR/our_nfsd.out")"
 	nfs_copy || ok=1
@@ -247,19 +245,23 @@ pair_c_client_to_our_server() {
 	return $ok
 }
 
+# PAIR_TESTS="name ..." runs a subset (pair_link always comes first); a
+# failed test does not stop the ones after it: each sets up both ends itself.
+PAIR_ALL="pair_c_client_to_c_server pair_our_client_to_c_server pair_c_client_to_our_server pair_faults"
+
 drive() {
-	local t rc=0
+	local t rc=0 link=0 tests=${PAIR_TESTS:-$PAIR_ALL}
 	ktap_print_header
-	ktap_set_plan 4
+	ktap_set_plan $(($(echo $tests | wc -w) + 1))
 	if pair_link "$PAIR_B" && wait_file ready 300 && [ "$(cat "$PAIR_DIR/ready")" = ok ]; then
 		ktap_test_pass "pair_link"
 	else
 		ktap_test_fail "pair_link"
-		rc=1
+		rc=1 link=1
 	fi
-	for t in pair_c_client_to_c_server pair_our_client_to_c_server pair_c_client_to_our_server; do
+	for t in $tests; do
 		(watchdog "$t" & echo $! >"$WATCHDOG_PID")
-		if [ "$rc" = 0 ] && "$t"; then ktap_test_pass "$t"; else ktap_test_fail "$t"; rc=1; fi
+		if [ "$link" = 0 ] && "$t"; then ktap_test_pass "$t"; else ktap_test_fail "$t"; rc=1; fi
 		kill "$(cat "$WATCHDOG_PID")" 2>/dev/null
 	done
 	echo done >"$PAIR_DIR/done"

@@ -348,12 +348,17 @@ impl Conn {
     /// asynchronous QP error): as fatal as the error itself. Flushes after
     /// that, or at teardown, are expected.
     pub(super) fn failed_completion(&self, qp: &Qp, status: i32, counter: X) {
+        let why = match counter {
+            X::RecvErrors => "recv_error",
+            X::SendErrors => "send_error",
+            _ => "chunk_error",
+        };
         if status != WC_FLUSHED {
             self.count(counter, 1);
             crate::sys::trace::wc_error(self.id, matches!(counter, X::RecvErrors), status);
-            self.fatal(qp);
+            self.fatal(qp, why, status);
         } else if self.inner.lock().state.is_established() {
-            self.fatal(qp);
+            self.fatal(qp, "flushed", status);
         }
     }
 
@@ -362,12 +367,13 @@ impl Conn {
     /// (state `disconnecting`), then disconnect (as xprtrdma and svcrdma do);
     /// the DISCONNECTED event closes the connection when the peer answers or
     /// the CM gives up.
-    pub(super) fn fatal(&self, qp: &Qp) {
+    pub(super) fn fatal(&self, qp: &Qp, why: &str, status: i32) {
         {
             let mut g = self.inner.lock();
             if g.state.is_closed() || g.state == ConnState::Disconnecting {
                 return;
             }
+            crate::sys::trace::fatal(self.id, why, status);
             g.state.advance(ConnState::Disconnecting);
             g.x.fail_all(enotconn().to_errno());
         }
@@ -472,7 +478,7 @@ impl Conn {
             // An RDMA Read or Write failed (a bad rkey, say): the QP is in
             // error, nothing can be answered.
             self.count(X::ChunkErrors, 1);
-            self.fatal(qp);
+            self.fatal(qp, "chunk_error", EIO.to_errno());
         } else {
             // A chunk we could not pull or fill, or a reply that fits nowhere
             // the requester offered (RFC 8166 Section 4.5).
@@ -711,12 +717,14 @@ impl Conn {
         if e == enotconn() {
             return;
         }
-        if e == EBUSY {
+        let why = if e == EBUSY {
             self.count(X::SendBusy, 1);
+            "send_busy"
         } else {
             self.count(X::SendErrors, 1);
-        }
-        self.fatal(qp);
+            "send_error"
+        };
+        self.fatal(qp, why, e.to_errno());
     }
 
     pub(super) fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {

@@ -349,6 +349,7 @@ void rpcrdma_cm_trace_reject(const char *peer, const char *why);
 void rpcrdma_cm_trace_rdma_error(u32 id, u32 xid, u32 code);
 void rpcrdma_cm_trace_closed(u32 id, const char *why, int status);
 void rpcrdma_cm_trace_wc_error(u32 id, bool recv, int status);
+void rpcrdma_cm_trace_fatal(u32 id, const char *why, int status);
 void rpcrdma_cm_trace_xprt(u32 id, const char *what, u32 xid, int status);
 
 /* ib_client.c: RDMA devices appearing ---------------------------------------- */

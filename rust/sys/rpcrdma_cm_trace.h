@@ -123,6 +123,27 @@ TRACE_EVENT(rpcrdma_cm_wc_error,
 );
 
 /*
+ * An error ends an established connection: @why names it (recv_error,
+ * send_error, chunk_error, flushed, send_busy, no_memory), @status the
+ * completion status or errno. The disconnect follows.
+ */
+TRACE_EVENT(rpcrdma_cm_fatal,
+	TP_PROTO(u32 id, const char *why, int status),
+	TP_ARGS(id, why, status),
+	TP_STRUCT__entry(
+		__field(u32, id)
+		__string(why, why)
+		__field(int, status)
+	),
+	TP_fast_assign(
+		__entry->id = id;
+		__assign_str(why);
+		__entry->status = status;
+	),
+	TP_printk("conn=%u why=%s status=%d", __entry->id, __get_str(why), __entry->status)
+);
+
+/*
  * A mount's transport: a connect or reconnect attempt ended (@status 0 once
  * established), or a chunk registration for call @xid failed.
  */

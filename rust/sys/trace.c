@@ -42,3 +42,8 @@ void rpcrdma_cm_trace_xprt(u32 id, const char *what, u32 xid, int status)
 {
 	trace_rpcrdma_cm_xprt(id, what, xid, status);
 }
+
+void rpcrdma_cm_trace_fatal(u32 id, const char *why, int status)
+{
+	trace_rpcrdma_cm_fatal(id, why, status);
+}

@@ -7,7 +7,7 @@
 
 use super::bindings::{
     rpcrdma_cm_trace_closed, rpcrdma_cm_trace_negotiated, rpcrdma_cm_trace_rdma_error,
-    rpcrdma_cm_trace_reject, rpcrdma_cm_trace_wc_error, rpcrdma_cm_trace_xprt,
+    rpcrdma_cm_trace_fatal, rpcrdma_cm_trace_reject, rpcrdma_cm_trace_wc_error, rpcrdma_cm_trace_xprt,
 };
 use kernel::ffi::c_char;
 
@@ -86,6 +86,13 @@ pub(crate) fn closed(id: u32, why: &str, status: i32) {
 pub(crate) fn wc_error(id: u32, recv: bool, status: i32) {
     // SAFETY: scalars only.
     unsafe { rpcrdma_cm_trace_wc_error(id, recv, status) };
+}
+
+/// `rpcrdma_cm:rpcrdma_cm_fatal`: why an established connection ends.
+pub(crate) fn fatal(id: u32, why: &str, status: i32) {
+    let w = CStrBuf::new(why);
+    // SAFETY: as in `negotiated`.
+    unsafe { rpcrdma_cm_trace_fatal(id, w.ptr(), status) };
 }
 
 /// `rpcrdma_cm:rpcrdma_cm_xprt`: what happened to a mount's transport
