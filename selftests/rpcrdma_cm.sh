@@ -13,6 +13,12 @@ KSRC=${KSRC:?KSRC must name the kernel source tree (for ktap_helpers.sh)}
 . "$KSRC/tools/testing/selftests/kselftest/ktap_helpers.sh"
 . "$HERE/lib.sh"
 
+# Tests of connection and module lifetimes, kept in a file of their own; they
+# run right after nfsd_over_ipv6_and_device_removal.
+LIFETIME_TESTS=""
+# shellcheck source=/dev/null
+[ -r "$HERE/lifetimes.sh" ] && . "$HERE/lifetimes.sh"
+
 ALL_TESTS="
 	rxe_on_dummy
 	module_load_with_selftest
@@ -68,6 +74,7 @@ ALL_TESTS="
 	rust_client_to_nfsd_over_rust_transport
 	malformed_headers_to_nfsd_over_rust_transport
 	nfsd_over_ipv6_and_device_removal
+	$LIFETIME_TESTS
 	rmmod_refused_while_nfsd_uses_the_class
 	nfs_client_over_rust_transport
 	nfs_client_workloads_over_rust_transport
