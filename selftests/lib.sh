@@ -25,6 +25,34 @@ ensure_debugfs() {
 	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 }
 
+# rxe_up: the network every test starts from: dummy0 up with $ADDR/24 as its
+# only global address (tests add others), and rxe0 on it ACTIVE (tests that
+# delete rxe0 add it back; the selftests' runner restores it after each
+# test). Idempotent; fails saying what it could not set up.
+rxe_up() {
+	local a i state
+	ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy || { echo "cannot add dummy0"; return 1; }
+	ip link set dummy0 up || { echo "cannot set dummy0 up"; return 1; }
+	for a in $(ip -o addr show dev dummy0 scope global | awk '{ print $4 }'); do
+		[ "$a" = "$ADDR/24" ] || ip addr del "$a" dev dummy0 || { echo "cannot remove $a from dummy0"; return 1; }
+	done
+	ip -o -4 addr show dev dummy0 | grep -q " $ADDR/24 " ||
+		ip addr add "$ADDR/24" dev dummy0 || { echo "cannot add $ADDR/24 to dummy0"; return 1; }
+	state=$(rdma link show rxe0/1 2>/dev/null)
+	if [ -n "$state" ] && [[ "$state" != *" netdev dummy0"* ]]; then
+		rdma link delete rxe0 || { echo "rxe0 is not on dummy0 and cannot be deleted: $state"; return 1; }
+		state=
+	fi
+	[ -n "$state" ] || rdma link add rxe0 type rxe netdev dummy0 || { echo "cannot add rxe0 on dummy0"; return 1; }
+	for ((i = 0; i < 100; i++)); do
+		state=$(rdma link show rxe0/1 2>/dev/null)
+		[[ "$state" == *"state ACTIVE"* ]] && return 0
+		sleep 0.1
+	done
+	echo "rxe0 not ACTIVE: $state"
+	return 1
+}
+
 # The value of counter $1 in the stats file ("name value" lines).
 stat() {
 	awk -v k="$1" '$1 == k { print $2; found = 1 } END { exit !found }' "$DBG/stats"

@@ -3,8 +3,9 @@
 #
 # rpcrdma_cm selftests: kselftest-style, KTAP output, run as root inside a guest
 # of the project's test kernel (scripts/selftest boots it). Each test is a shell
-# function; TESTS="name ..." runs a subset (set-up tests they need included).
-# A test that lacks what it needs fails: nothing is skipped.
+# function; TESTS="name ..." runs a subset, in any order: every test starts
+# from the same known state (main() below) and sets up the rest itself. A
+# test that lacks what it needs fails: nothing is skipped.
 
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -83,15 +84,20 @@ ALL_TESTS="
 	dmesg_clean
 "
 
+# The network every test starts from (rxe_up, run by main() before the
+# tests): rxe0 ACTIVE on dummy0, which has 192.0.2.1; and rxe0, deleted, can
+# be made again from scratch, as the device-removal tests and the runner do.
 rxe_on_dummy() {
-	ip link add dummy0 type dummy 2>/dev/null
-	ip link set dummy0 up || return 1
-	ip addr add "$ADDR/24" dev dummy0 2>/dev/null
-	rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev dummy0 || return 1
 	local state
 	state=$(rdma link show rxe0/1)
 	ktap_print_msg "$state"
-	[[ "$state" == *"state ACTIVE"* ]] || fail "rxe0 not ACTIVE"
+	[[ "$state" == *"state ACTIVE"* ]] || { fail "rxe0 not ACTIVE"; return 1; }
+	[[ "$state" == *" netdev dummy0"* ]] || { fail "rxe0 not on dummy0"; return 1; }
+	ip -o -4 addr show dev dummy0 | grep -q " $ADDR/24 " || { fail "no $ADDR/24 on dummy0"; return 1; }
+	diag rdma link delete rxe0 || { fail "cannot delete rxe0"; return 1; }
+	! rdma link show rxe0/1 >/dev/null 2>&1 || { fail "rxe0 still there after rdma link delete"; return 1; }
+	diag rxe_up || { fail "rxe0 not ACTIVE again after rdma link add"; return 1; }
+	ktap_print_msg "made again: $(rdma link show rxe0/1)"
 }
 
 module_load_with_selftest() {
@@ -104,6 +110,7 @@ module_load_with_selftest() {
 selftest_vectors_pass_in_kernel() {
 	# Every vector of the shared table has exactly one name line.
 	local expected passed failed
+	load_module selftest=1 || return 1
 	expected=$(grep -c '^ *name: "' "$TOP/rust/proto/vectors.rs")
 	passed=$(stat selftest_passed) || { fail "no selftest_passed counter"; return 1; }
 	failed=$(stat selftest_failed) || { fail "no selftest_failed counter"; return 1; }
@@ -113,6 +120,7 @@ selftest_vectors_pass_in_kernel() {
 }
 
 debugfs_stats_format() {
+	load_module || return 1
 	[ -r "$DBG/stats" ] || { fail "$DBG/stats not readable"; return 1; }
 	local bad
 	bad=$(grep -cvE '^[a-z0-9_]+ [0-9]+$' "$DBG/stats")
@@ -122,11 +130,13 @@ debugfs_stats_format() {
 
 module_parameters_visible() {
 	local v
+	load_module selftest=1 || return 1
 	v=$(cat /sys/module/rpcrdma_cm/parameters/selftest) || { fail "no selftest parameter"; return 1; }
 	[ "$v" = Y ] || fail "selftest parameter reads '$v'"
 }
 
 module_unload_removes_debugfs() {
+	load_module || return 1
 	diag rmmod rpcrdma_cm || { fail "rmmod failed"; return 1; }
 	! module_loaded || { fail "still loaded"; return 1; }
 	[ ! -e "$DBG" ] || { fail "$DBG left behind"; return 1; }
@@ -135,6 +145,8 @@ module_unload_removes_debugfs() {
 
 module_reload_without_selftest() {
 	# A second load proves the first unload released the debugfs name.
+	load_module selftest=1 || return 1
+	diag rmmod rpcrdma_cm || { fail "first rmmod failed"; return 1; }
 	diag insmod "$KO" $KO_ARGS || { fail "second insmod failed"; return 1; }
 	local passed
 	passed=$(stat selftest_passed) || { fail "no stats after reload"; return 1; }
@@ -789,6 +801,7 @@ legacy_switch_with_linux_peers() {
 unload_with_live_connections() {
 	local id
 	load_module listen="$ADDR:$PORT" || return 1
+	start_nfsd || { fail "cannot start nfsd over RDMA"; return 1; }
 	id=$(connected "$ADDR $PORT") || return 1
 	server_for "$id" | grep -q "state=established" || { fail "server side not established"; return 1; }
 	id=$(connected "$ADDR 20049") || return 1
@@ -2151,8 +2164,9 @@ debug_kernel_checks_on() {
 }
 
 main() {
-	local tests=${TESTS:-$ALL_TESTS} t
+	local tests=${TESTS:-$ALL_TESTS} t net
 	ensure_debugfs
+	net=$(rxe_up) || ktap_print_msg "rxe0 could not be set up: $net"
 	if [ -w "$KMEMLEAK" ]; then
 		[ -z "${TESTS:-}" ] && tests="debug_kernel_checks_on $tests"
 		# The final unload is scanned too, before dmesg_clean reads the log.
