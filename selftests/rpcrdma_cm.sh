@@ -686,12 +686,13 @@ rust_server_rpc_errors() {
 # both views (linux_nfs_client_rpcs_to_rust_server checks the RPCs).
 c_client_handshake() { # expected "neg send/recv=A/B" of the C client
 	local before sl i ok=0 trace=/sys/kernel/tracing
+	# rpcrdma.ko first: its trace events come with it.
+	load_c_transport || return 1
 	ensure_tracefs || return 1
 	echo 1 >$trace/events/rpcrdma/xprtrdma_inline_thresh/enable || return 1
 	echo >$trace/trace
 	before=$(max_conn_id)
 	mkdir -p /tmp/mnt
-	load_c_transport || return 1
 	timeout -s KILL 40 mount -t nfs -o rdma,port=$PORT,vers=4.2,soft,timeo=20,retrans=1 \
 		"$ADDR:/" /tmp/mnt >/dev/null 2>&1 &
 	local mounter=$!
@@ -730,13 +731,14 @@ linux_nfs_client_to_rust_server() {
 linux_nfs_client_rpcs_to_rust_server() {
 	local before sid rc trace=/sys/kernel/tracing ok=0 t0 grant
 	load_module listen="$ADDR:$PORT" || return 1
+	# rpcrdma.ko first: its trace events come with it.
+	load_c_transport || return 1
 	ensure_tracefs || return 1
 	echo 1 >$trace/events/rpcrdma/xprtrdma_reply/enable || return 1
 	echo >$trace/trace
 	before=$(max_conn_id)
 	mkdir -p /tmp/mnt
 	t0=$SECONDS
-	load_c_transport || return 1
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$PORT,vers=4.0,soft,timeo=50,retrans=1 \
 		"$ADDR:/" /tmp/mnt >/tmp/mount.out 2>&1
 	rc=$?
