@@ -25,6 +25,76 @@ ensure_debugfs() {
 	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 }
 
+# rxe_up: the network every test starts from: dummy0 up with $ADDR/24 as its
+# only global address (tests add others), and rxe0 on it ACTIVE (tests that
+# delete rxe0 add it back; the selftests' runner restores it after each
+# test). Idempotent; fails saying what it could not set up.
+rxe_up() {
+	local a i state
+	ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy || { echo "cannot add dummy0"; return 1; }
+	ip link set dummy0 up || { echo "cannot set dummy0 up"; return 1; }
+	for a in $(ip -o addr show dev dummy0 scope global | awk '{ print $4 }'); do
+		[ "$a" = "$ADDR/24" ] || ip addr del "$a" dev dummy0 || { echo "cannot remove $a from dummy0"; return 1; }
+	done
+	ip -o -4 addr show dev dummy0 | grep -q " $ADDR/24 " ||
+		ip addr add "$ADDR/24" dev dummy0 || { echo "cannot add $ADDR/24 to dummy0"; return 1; }
+	state=$(rdma link show rxe0/1 2>/dev/null)
+	if [ -n "$state" ] && [[ "$state" != *" netdev dummy0"* ]]; then
+		rdma link delete rxe0 || { echo "rxe0 is not on dummy0 and cannot be deleted: $state"; return 1; }
+		state=
+	fi
+	[ -n "$state" ] || rdma link add rxe0 type rxe netdev dummy0 || { echo "cannot add rxe0 on dummy0"; return 1; }
+	for ((i = 0; i < 100; i++)); do
+		state=$(rdma link show rxe0/1 2>/dev/null)
+		[[ "$state" == *"state ACTIVE"* ]] && return 0
+		sleep 0.1
+	done
+	echo "rxe0 not ACTIVE: $state"
+	return 1
+}
+
+# bounded SECONDS CMD...: runs CMD; after SECONDS it is killed and 124
+# returned without waiting for it (a task stuck in the kernel cannot die: it
+# is left behind). The runner's clean-up between tests uses it, so that
+# nothing it does can hang the suite.
+bounded() {
+	local secs=$1 pid end i
+	shift
+	"$@" &
+	pid=$!
+	end=$((SECONDS + secs))
+	for ((i = 0; ; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		if [ "$SECONDS" -ge "$end" ]; then
+			kill -KILL "$pid" 2>/dev/null
+			ktap_print_msg "gave up after $secs s: $*"
+			return 124
+		fi
+		if [ "$i" -lt 10 ]; then sleep 0.02; else sleep 0.2; fi
+	done
+	wait "$pid" 2>/dev/null
+}
+
+# kill_tree PID: SIGKILL to PID and every process descending from it.
+kill_tree() {
+	local p s rest ppid x all=() todo=("$1")
+	local -A kids=()
+	for p in /proc/[0-9]*; do
+		{ read -r s <"$p/stat"; } 2>/dev/null || continue
+		rest=${s##*) }
+		read -r _ ppid _ <<<"$rest"
+		kids[$ppid]+=" ${p#/proc/}"
+	done
+	while [ ${#todo[@]} -gt 0 ]; do
+		x=${todo[0]}
+		todo=("${todo[@]:1}")
+		all+=("$x")
+		# shellcheck disable=SC2206
+		todo+=(${kids[$x]-})
+	done
+	kill -KILL "${all[@]}" 2>/dev/null
+}
+
 # The value of counter $1 in the stats file ("name value" lines).
 stat() {
 	awk -v k="$1" '$1 == k { print $2; found = 1 } END { exit !found }' "$DBG/stats"
@@ -438,8 +508,9 @@ nfs3_acls() {
 # every task that is blocked (D) or in RDMA, RPC or module code, the
 # module's connections and listeners, the user processes and the end of the
 # kernel log, so a hang can be diagnosed from the
-# TAP output; the VM's hard timeout then ends the run. Started detached so
-# that a test's own bare `wait` does not wait for it.
+# TAP output; then rpcrdma_cm.sh's runner kills the test at TEST_TIMEOUT
+# (pair.sh: the VM's hard timeout ends the run). Started detached so that a
+# test's own bare `wait` does not wait for it.
 WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
 watchdog() {
 	local p st stack
