@@ -144,6 +144,13 @@ trace_summary() {
 		       if (ev ~ /wc_(receive|send|fastreg)$/ && key !~ /status=/) next
 		       n[key]++ }
 		     END { for (k in n) printf "%s x%d; ", k, n[k] }'
+	# From a fatal error to the connection's close, per connection.
+	grep -v '^#' /sys/kernel/tracing/trace |
+		awk '{ ts = ""; for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = $i; sub(":", "", ts) }
+		       c = ""; for (i = 1; i <= NF; i++) if ($i ~ /^conn=/) c = $i
+		       if ($0 ~ /rpcrdma_cm_fatal:/) f[c] = ts
+		       else if ($0 ~ /rpcrdma_cm_closed:/ && (c in f)) { d = ts - f[c]; s += d; n++; if (d > m) m = d; delete f[c] } }
+		     END { if (n) printf "fatal->closed: %d, mean %.2f s, max %.2f s; ", n, s / n, m }'
 	echo
 }
 
