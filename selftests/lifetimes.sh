@@ -7,6 +7,7 @@ LIFETIME_TESTS="
 	nfsd_stops_with_unaccepted_connections
 	kept_receive_released_during_teardown
 	receives_replaced_while_nfsd_keeps_them
+	read_chunks_at_two_positions_to_nfsd
 "
 
 # nfsd_threads: nfsd's thread count (0 when it is not running).
@@ -137,5 +138,38 @@ receives_replaced_while_nfsd_keeps_them() {
 	rpc.nfsd 0
 	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
 	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# A call with Read chunks at two positions (RFC 8166 allows any number): a
+# hand-made client (pvt_peer) sends nfsd an NFSv4 NULL whose RPC version
+# (octets 8-11) and program version (16-19) travel in two Read chunks read
+# from its memory, the rest inline. nfsd accepts it only if both land where
+# they belong: the reply is MSG_ACCEPTED/SUCCESS. The Reads are posted with
+# no nfsd thread waiting for them (on 2ec06bd the receiving nfsd thread
+# waited for each Read, so a client withholding Read responses parked one
+# thread per call until the RC retries ran out).
+read_chunks_at_two_positions_to_nfsd() {
+	local ok=0 out r0 ac0 call sl sid
+	unload_transports || return 1
+	load_module || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	r0=$(stat rdma_reads) ac0=$(stat nfsd_args_copied)
+	# Transport header: two Read segments (position, handle, length, offset).
+	call="region=$(w 2 4):$(w 51 1 4 0 1 8)RRRRRRRR$(w 4)GGGGGGGGGGGGGGG0$(w 1 16)RRRRRRRR$(w 4)GGGGGGGGGGGGGGG1$(w 0 0 0)"
+	# The RPC call without octets 8-11 and 16-19.
+	call="$call$(w 51 0 100003 0 0 0 0 0)"
+	# R=0: the client's Read chunk MR is not one the server may invalidate.
+	out=$(timeout 60 "$PVT_PEER" client "$ADDR" $NFS_PORT f6ab0e1801000303 "$call" 2>&1)
+	echo "$out" | grep -v peer_pvt | sed 's/^/# /'
+	mapfile -t r < <(echo "$out" | sed -n '/^established/,$p' | tail -n +2)
+	[[ "${r[0]-}" == "reply len=52 $(w 51 1 4 0 0 0 0 51 1 0 0 0 0)"* ]] ||
+		{ fail "NULL in three inline parts and two Read chunks: ${r[0]-}"; ok=1; }
+	[ "$(stat rdma_reads)" = $((r0 + 2)) ] || { fail "rdma_reads +$(($(stat rdma_reads) - r0)), expected +2"; ok=1; }
+	[ "$(stat nfsd_args_copied)" = $((ac0 + 1)) ] || { fail "nfsd_args_copied did not count the laid-out call"; ok=1; }
+	sl=$(grep " role=server state=.* for=nfsd " "$DBG/connections" | tail -1)
+	sid=$(field "$sl" id)
+	ktap_print_msg "$(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" nfsd_calls)" = 1 ] || { fail "nfsd_calls=$(xcount "$sid" nfsd_calls), expected 1"; ok=1; }
 	return $ok
 }

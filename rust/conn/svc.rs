@@ -161,7 +161,7 @@ impl SvcXprtOps for NfsdConn {
             } = inc;
             let route = ReplyRoute::of(call.xid, call.credits, &call.chunks);
             let pull = if nomsg || call.chunks.read_segments() != 0 {
-                conn.svc_pull(&qp, rq, &call)
+                conn.svc_pull(rq, &call)
             } else {
                 Ok(Pull::Ready(Arg::InPlace {
                     position: n32(call.inline.len()),
@@ -279,9 +279,13 @@ enum Pull {
     Direct(DirectPull),
 }
 
-/// One Read chunk's non-empty segments and the argument they make.
+/// Read segments to pull, each at its offset in the argument's pages, the
+/// pages (already holding what arrived inline, for a call of several Read
+/// chunks) and the argument they make.
 struct DirectPull {
-    segs: KVec<Segment>,
+    reads: KVec<(u32, Segment)>,
+    /// `Some` for a call of several Read chunks, laid out around them.
+    pages: Option<ArgPages>,
     arg: Arg,
 }
 
@@ -293,6 +297,8 @@ pub(super) struct Pulled {
     credits: u32,
     arg: Arg,
     pages: ArgPages,
+    /// Its inline parts were copied around several Read chunks.
+    laid_out: bool,
 }
 
 /// A pull in flight: the call, taken by the last of its Reads to end.
@@ -326,6 +332,71 @@ fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
 }
 
 impl Conn {
+    /// Lays out a call of Read chunks at several positions in pages of ours:
+    /// the inline parts copied now, each chunk XDR-padded at its place, to
+    /// be read there ([`Pull::Direct`], no thread waits for the Reads);
+    /// the whole Call then goes to nfsd in the pages.
+    fn svc_layout(&self, rq: &SvcRqst<'_>, call: &CallIn<'_>) -> Result<DirectPull> {
+        // Where every piece goes, first, so the pages are allocated once:
+        // Reads at `reads`, inline octets `from..to` at `inline`, and the
+        // XDR pads after chunks (not read from the peer) zeroed at `pads`.
+        let mut reads = KVec::new();
+        let mut inline = KVec::new();
+        let mut pads = KVec::new();
+        let (mut len, mut cursor) = (0u32, 0usize);
+        let mut current: Option<u32> = None;
+        for rs in call.chunks.read_list() {
+            if current != Some(rs.position) {
+                // A new chunk: the previous one ends XDR-aligned, then the
+                // inline part that precedes this one's position.
+                if current.is_some() {
+                    let padded = n32(xdr_align(len as usize).ok_or_else(emsgsize)?);
+                    pads.push((len, padded - len), GFP_KERNEL)?;
+                    len = padded;
+                }
+                let need = (rs.position as usize)
+                    .checked_sub(len as usize)
+                    .ok_or(EINVAL)?;
+                let end = cursor.checked_add(need).ok_or(EINVAL)?;
+                if end > call.inline.len() {
+                    return Err(EINVAL);
+                }
+                inline.push((len, cursor, end), GFP_KERNEL)?;
+                len = len.checked_add(n32(need)).ok_or_else(emsgsize)?;
+                cursor = end;
+                current = Some(rs.position);
+            }
+            if rs.segment.length != 0 {
+                reads.push((len, rs.segment), GFP_KERNEL)?;
+                len = len.checked_add(rs.segment.length).ok_or_else(emsgsize)?;
+            }
+        }
+        if current.is_some() {
+            let padded = n32(xdr_align(len as usize).ok_or_else(emsgsize)?);
+            pads.push((len, padded - len), GFP_KERNEL)?;
+            len = padded;
+        }
+        inline.push((len, cursor, call.inline.len()), GFP_KERNEL)?;
+        len = len
+            .checked_add(n32(call.inline.len() - cursor))
+            .ok_or_else(emsgsize)?;
+        if len > rq.arg_room() {
+            return Err(emsgsize());
+        }
+        let mut pages = ArgPages::new(len)?;
+        for &(at, from, to) in inline.iter() {
+            pages.write(at, &call.inline[from..to])?;
+        }
+        for &(at, n) in pads.iter() {
+            pages.write(at, &[0u8; 3][..n as usize])?;
+        }
+        Ok(DirectPull {
+            reads,
+            pages: Some(pages),
+            arg: Arg::Pages { len },
+        })
+    }
+
     /// How a call's Read chunks get into nfsd's request. With one Read chunk
     /// (its segments at one position: a WRITE's data, or a Position-Zero
     /// long call) RDMA Read puts it straight into pages that become the
@@ -333,7 +404,7 @@ impl Conn {
     /// rq_arg's head and tail, as svcrdma does ([`Pull::Direct`]). Several
     /// chunks are assembled in memory and copied into the request's pages
     /// now ([`Pull::Ready`]).
-    fn svc_pull(&self, qp: &Qp, rq: &mut SvcRqst<'_>, call: &CallIn<'_>) -> Result<Pull> {
+    fn svc_pull(&self, rq: &SvcRqst<'_>, call: &CallIn<'_>) -> Result<Pull> {
         let position = call.chunks.read_list().next().map(|r| r.position);
         let one = call
             .chunks
@@ -345,12 +416,12 @@ impl Conn {
                     && (p as usize) <= call.inline.len()
                     && (p != 0 || call.inline.is_empty()) =>
             {
-                let mut segs = KVec::new();
+                let mut reads = KVec::new();
                 let mut len = 0u32;
                 for r in call.chunks.read_list() {
                     if r.segment.length != 0 {
+                        reads.push((len, r.segment), GFP_KERNEL)?;
                         len = len.checked_add(r.segment.length).ok_or_else(emsgsize)?;
-                        segs.push(r.segment, GFP_KERNEL)?;
                     }
                 }
                 let arg = if p == 0 {
@@ -361,16 +432,13 @@ impl Conn {
                         page_len: n32(xdr_align(len as usize).ok_or_else(emsgsize)?),
                     }
                 };
-                Ok(Pull::Direct(DirectPull { segs, arg }))
-            }
-            _ => {
-                let msg = self.assemble_call(qp, call)?;
-                rq.copy_into_pages(0, &msg)?;
-                self.count(X::SvcArgsCopied, 1);
-                Ok(Pull::Ready(Arg::Pages {
-                    len: n32(msg.len()),
+                Ok(Pull::Direct(DirectPull {
+                    reads,
+                    pages: None,
+                    arg,
                 }))
             }
+            _ => Ok(Pull::Direct(self.svc_layout(rq, call)?)),
         }
     }
 
@@ -385,15 +453,21 @@ impl Conn {
         call: NfsCall,
         d: DirectPull,
     ) -> Result {
-        let room = match d.arg {
-            Arg::Pages { len } => len,
-            Arg::InPlace { page_len, .. } => page_len,
+        let laid_out = d.pages.is_some();
+        let pages = match d.pages {
+            Some(p) => p,
+            None => {
+                let room = match d.arg {
+                    Arg::Pages { len } => len,
+                    Arg::InPlace { page_len, .. } => page_len,
+                };
+                if room > rq.arg_room() {
+                    return Err(emsgsize());
+                }
+                ArgPages::new(room)?
+            }
         };
-        if room > rq.arg_room() {
-            return Err(emsgsize());
-        }
-        let pages = ArgPages::new(room)?;
-        let n = n32(d.segs.len());
+        let n = n32(d.reads.len());
         let pending = Arc::pin_init(
             pin_init!(PendingPull {
                 call <- new_mutex!(Some(Pulled {
@@ -402,6 +476,7 @@ impl Conn {
                     credits,
                     arg: d.arg,
                     pages,
+                    laid_out,
                 })),
                 // One for each Read, one for this thread.
                 left: AtomicU32::new(n + 1),
@@ -416,8 +491,7 @@ impl Conn {
             let Some(p) = g.as_ref() else {
                 return Err(EINVAL);
             };
-            let mut at = 0u32;
-            for s in d.segs.iter() {
+            for &(at, ref s) in d.reads.iter() {
                 let done = RwDone(pending.clone());
                 match p
                     .pages
@@ -434,7 +508,6 @@ impl Conn {
                     }
                 }
                 posted += 1;
-                at += s.length;
             }
         }
         // This thread's count, and the Reads never posted.
@@ -465,7 +538,12 @@ impl Conn {
         };
         match p.error.load(Ordering::Acquire) {
             0 => {
-                self.count(X::SvcArgsDirect, 1);
+                let c = if pulled.laid_out {
+                    X::SvcArgsCopied
+                } else {
+                    X::SvcArgsDirect
+                };
+                self.count(c, 1);
                 self.svc_push(qp, SvcItem::Pulled(pulled));
             }
             e => self.call_failed(qp, pulled.xid, pulled.credits, Error::from_errno(e)),
@@ -494,6 +572,7 @@ impl Conn {
             credits,
             arg,
             pages,
+            ..
         } = p;
         if let Err(e) = rq.take_arg_pages(pages) {
             self.call_failed(qp, xid, credits, e);

@@ -424,37 +424,6 @@ impl SvcRqst<'_> {
         Ok(())
     }
 
-    /// Checks that `offset..offset + len` lies in the request's argument pages.
-    fn arg_range(p: &rpcrdma_cm_svc_parts, offset: u32, len: u32) -> Result {
-        let room = Self::arg_room_of(p);
-        if offset > room || len > room - offset {
-            return Err(super::errno::emsgsize());
-        }
-        Ok(())
-    }
-
-    /// Copies `data` into the request's pages at `offset` (for [`Arg::Pages`]).
-    pub(crate) fn copy_into_pages(&mut self, offset: u32, data: &[u8]) -> Result {
-        let len = u32::try_from(data.len()).map_err(|_| super::errno::emsgsize())?;
-        let p = self.parts();
-        Self::arg_range(&p, offset, len)?;
-        let (mut off, mut rest) = (offset as usize, data);
-        while !rest.is_empty() {
-            let (pg, po) = (off / PAGE as usize, off % PAGE as usize);
-            let k = rest.len().min(PAGE as usize - po);
-            // SAFETY: `pg` is below `p.arg_pages` (checked above), so the page is
-            // one of the request's, which nfsd lets the transport fill during
-            // recvfrom; `po + k` stays inside it.
-            unsafe {
-                let dst = rpcrdma_cm_page_address(*p.pages.add(pg)).cast::<u8>();
-                core::ptr::copy_nonoverlapping(rest.as_ptr(), dst.add(po), k);
-            }
-            off += k;
-            rest = &rest[k..];
-        }
-        Ok(())
-    }
-
     /// rq_res, nfsd's encoded reply.
     fn res(&self) -> &xdr_buf {
         // SAFETY: the request is live during sendto, and nfsd is done encoding
@@ -646,6 +615,32 @@ impl ArgPages {
             pages.push(pg, GFP_KERNEL)?;
         }
         Ok(ArgPages { pages, raw })
+    }
+
+    /// Copies `data` into the pages at `offset` (the inline parts of a call
+    /// whose Read chunks are read around them).
+    pub(crate) fn write(&mut self, offset: u32, data: &[u8]) -> Result {
+        let end = offset
+            .checked_add(u32::try_from(data.len()).map_err(|_| EINVAL)?)
+            .ok_or(EINVAL)?;
+        if end > self.room() {
+            return Err(super::errno::emsgsize());
+        }
+        let (mut at, mut from) = (offset as usize, 0usize);
+        let page = PAGE as usize;
+        while from < data.len() {
+            let (pg, po) = (at / page, at % page);
+            let k = (page - po).min(data.len() - from);
+            let src = &data[from..from + k];
+            let p = self.pages.get(pg).ok_or(EINVAL)?;
+            // SAFETY: `src` is valid for `k` octets; `po + k` is within the
+            // page (checked by the arithmetic above), which we own and no
+            // Read targets while the call is being laid out.
+            unsafe { p.write_raw(src.as_ptr(), po, k)? };
+            at += k;
+            from += k;
+        }
+        Ok(())
     }
 
     /// Octets they hold.

@@ -32,6 +32,11 @@
  *                                   established ones SECONDS seconds, then
  *                                   disconnect them all
  *
+ * A client MSG may start with "region=HEX:": HEX goes into a 4 KiB buffer the
+ * server may read (RDMA Read), and in the message "RRRRRRRR" stands for its
+ * rkey, "GGGGGGGGGGGGGGGk" for its address plus 4 * k (k a digit): a call
+ * with Read chunks.
+ *
  * REPLY is "-" (send nothing) or messages joined by '+', sent in order. Each
  * message is hex, where "XXXXXXXX" stands for the call's XID and "HHHHHHHH"
  * for H, with optional prefixes: "inv:" sends it with Send With Invalidate of
@@ -291,16 +296,58 @@ static int serve(struct rdma_cm_id *id, char **replies, int n)
 }
 
 /* Sends each message of @msgs and prints what comes back. */
+/*
+ * Fills the readable region from a "region=HEX:" prefix of @msg and writes
+ * @msg without it, its rkey and address tokens replaced, into @out.
+ */
+static int region_subst(const char *msg, unsigned char *region, struct ibv_mr *mr,
+			char *out, size_t max)
+{
+	const char *colon;
+	char hex[2 * MSG_MAX + 1], word[17];
+	size_t n, i;
+	char *t;
+
+	if (!strncmp(msg, "region=", 7) && (colon = strchr(msg, ':'))) {
+		n = colon - (msg + 7);
+		if (n >= sizeof(hex))
+			return -1;
+		memcpy(hex, msg + 7, n);
+		hex[n] = 0;
+		if (parse_hex(hex, region, MSG_MAX) < 0)
+			return -1;
+		msg = colon + 1;
+	}
+	if (strlen(msg) >= max)
+		return -1;
+	strcpy(out, msg);
+	while ((t = strstr(out, "RRRRRRRR"))) {
+		snprintf(word, sizeof(word), "%08x", mr->rkey);
+		memcpy(t, word, 8);
+	}
+	for (i = 0; (t = strstr(out, "GGGGGGGGGGGGGGG")) && i < 64; i++) {
+		if (t[15] < '0' || t[15] > '9')
+			return -1;
+		snprintf(word, sizeof(word), "%016llx",
+			 (unsigned long long)(uintptr_t)region + 4ULL * (t[15] - '0'));
+		memcpy(t, word, 16);
+	}
+	return 0;
+}
+
 static int talk(struct rdma_cm_id *id, char **msgs, int n)
 {
-	static unsigned char sbuf[MSG_MAX], rbuf[NRECV][MSG_MAX];
-	struct ibv_mr *smr, *rmr;
+	static unsigned char sbuf[MSG_MAX], rbuf[NRECV][MSG_MAX], region[MSG_MAX];
+	static char text[2 * MSG_MAX + 64];
+	struct ibv_mr *smr, *rmr, *gmr;
 	struct ibv_wc wc;
 	int i, len;
 
 	smr = rdma_reg_msgs(id, sbuf, sizeof(sbuf));
 	rmr = rdma_reg_msgs(id, rbuf, sizeof(rbuf));
-	if (!smr || !rmr) {
+	gmr = ibv_reg_mr(id->pd, region, sizeof(region),
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!smr || !rmr || !gmr) {
 		perror("rdma_reg_msgs");
 		return 2;
 	}
@@ -310,7 +357,8 @@ static int talk(struct rdma_cm_id *id, char **msgs, int n)
 			return 2;
 		}
 	for (i = 0; i < n; i++) {
-		len = parse_hex(msgs[i], sbuf, MSG_MAX);
+		len = region_subst(msgs[i], region, gmr, text, sizeof(text)) ? -1 :
+			parse_hex(text, sbuf, MSG_MAX);
 		if (len <= 0) {
 			fprintf(stderr, "bad MSG %d\n", i);
 			return 1;
