@@ -23,7 +23,7 @@ use core::net::{IpAddr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::rbtree::RBTree;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{Arc, Mutex};
 use kernel::time::Ktime;
 
@@ -505,8 +505,13 @@ impl<T> Fifo<T> {
         }
     }
 
-    fn push(&mut self, v: T) -> Result {
-        self.tree.try_create_and_insert(self.next, v, GFP_KERNEL)?;
+    /// Appends `v`; without memory, hands it back, for the caller to drop
+    /// after its lock.
+    fn push(&mut self, v: T) -> core::result::Result<(), T> {
+        let Ok(r) = RBTreeNodeReservation::new(GFP_KERNEL) else {
+            return Err(v);
+        };
+        self.tree.insert(r.into_node(self.next, v));
         self.next = self.next.wrapping_add(1);
         Ok(())
     }
@@ -540,7 +545,7 @@ impl Ticker for State {
             let quiet = now - c.last_active.load(Ordering::Relaxed);
             let state = c.inner.lock().state;
             if state == ConnState::Disconnecting && quiet > grace {
-                trace::fatal(c.id, "disconnect_timeout", 0);
+                trace::closed(c.id, "disconnect_timeout", 0);
                 c.close(Closed::Disconnected, 0);
             } else if c.role == Role::Server
                 && timeout != 0
@@ -721,10 +726,12 @@ impl Conn {
         if g.state.is_closed() || g.svc.is_none() {
             return;
         }
-        if g.svc_queue.push(item).is_err() {
+        if let Err(item) = g.svc_queue.push(item) {
             // A call lost for want of memory would hold the client's credit
-            // for good: end the connection instead.
+            // for good: end the connection instead. Its buffer goes back
+            // after the lock.
             drop(g);
+            drop(item);
             self.fatal(qp, "no_memory", ENOMEM.to_errno());
             return;
         }
@@ -1069,8 +1076,10 @@ impl Listener {
         drop(g);
         drop(cm);
         if stopped {
-            // What the id accepted before it went, nfsd will never take.
-            drop(self.pending.lock().take());
+            // What the id accepted before it went, nfsd will never take
+            // (dropped after the queue's lock).
+            let q = self.pending.lock().take();
+            drop(q);
         }
         Ok(false)
     }
@@ -1169,10 +1178,13 @@ impl Listener {
                         xprt: Some(p),
                         conn: conn.clone(),
                     };
-                    // Not queued (no memory): the entry's drop closes the
-                    // connection, as if nfsd had refused it.
-                    if self.pending.lock().push(entry).is_ok() {
-                        me.conn_pending();
+                    // Not queued (no memory): the entry's drop, after the
+                    // queue's lock, closes the connection, as if nfsd had
+                    // refused it.
+                    let pushed = self.pending.lock().push(entry);
+                    match pushed {
+                        Ok(()) => me.conn_pending(),
+                        Err(entry) => drop(entry),
                     }
                 }
                 let mut g = conn.inner.lock();

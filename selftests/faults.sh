@@ -154,6 +154,21 @@ trace_summary() {
 	echo
 }
 
+# rxe's own counters of the link's device ("name value" pairs), for a
+# case's diagnostics: the protocol errors behind a QP that fails.
+rxe_counters() {
+	rdma statistic show link rxe0/1 2>/dev/null | tr ' ' '\n' |
+		awk 'NR > 1 && prev ~ /^[a-z_]+$/ && $0 ~ /^[0-9]+$/ { print prev, $0 } { prev = $0 }'
+}
+
+# rxe_delta BEFORE: the counters that changed since BEFORE (a file).
+rxe_delta() {
+	rxe_counters | awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] && $1 !~ /pkts|rdma_|ack_deferred/ { printf "%s+%d ", $1, $2 - b[$1] }' "$1" -
+}
+
+a_rxe_mark() { rxe_counters >/tmp/rxe_before; }
+a_rxe_delta() { rxe_delta /tmp/rxe_before; }
+
 a_trace_on() { trace_on; }
 a_trace_summary() {
 	trace_summary
@@ -240,6 +255,8 @@ fault_case() {
 	cc0=$(mountstat 3)
 	trace_on
 	ask trace_on
+	rxe_counters >/tmp/rxe_before
+	ask rxe_mark
 	t0=$(date +%s.%N)
 	cp /tmp/fault.bin "$mnt/fault.bin" &
 	pid_cp=$!
@@ -277,6 +294,8 @@ fault_case() {
 	[ "$data" = ok ] || fail "$fault $cli-$srv: data $data"
 	ktap_print_msg "client events: $(trace_summary)$([ -r "$DBG/stats" ] && awk '$1 ~ /err|busy|disconnect|removal|reject|unreachable|timeout|_exc/ && $2 != 0 { printf "%s=%s ", $1, $2 }' "$DBG/stats")"
 	ask trace_summary && ktap_print_msg "server events: $(cat "$PAIR_DIR/trace_summary.out")"
+	ktap_print_msg "client rxe: $(rxe_delta /tmp/rxe_before)"
+	ask rxe_delta && ktap_print_msg "server rxe: $(cat "$PAIR_DIR/rxe_delta.out")"
 	ask srv_stop || { fail "$fault $cli-$srv: the server's transports do not unload"; ok=1; }
 	client_unload || ok=1
 	ask reports || { fail "$fault $cli-$srv: guest a's kernel log has reports"; ok=1; }

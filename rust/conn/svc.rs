@@ -8,8 +8,9 @@
 //! posted again) until nfsd has answered it: the call's argument is that
 //! buffer, without a copy. A call's Read chunk is pulled by RDMA Read into
 //! pages of ours while no thread waits ([`PendingPull`]); the call is queued
-//! for nfsd when the Reads end, and the pages become its request's. Several
-//! Read chunks are assembled and copied into the request's pages. The reply nfsd encodes
+//! for nfsd when the Reads end, and the pages become its request's. Read
+//! chunks at several positions are read the same way into a whole Call laid
+//! out in the pages around its inline parts. The reply nfsd encodes
 //! goes out as the built-in service's do: its DDP-eligible result (named by
 //! nfsd through xpo_result_payload) into the client's Write chunk, the rest
 //! inline within the negotiated threshold or into the Reply chunk, with Send
@@ -275,7 +276,7 @@ pub(super) enum SvcItem {
 enum Pull {
     /// In place, or copied into the request's pages already.
     Ready(Arg),
-    /// One Read chunk, to pull by RDMA Read.
+    /// Read chunks to pull by RDMA Read while no thread waits.
     Direct(DirectPull),
 }
 
@@ -401,9 +402,9 @@ impl Conn {
     /// (its segments at one position: a WRITE's data, or a Position-Zero
     /// long call) RDMA Read puts it straight into pages that become the
     /// request's, and the rest of the call stays in the receive buffer as
-    /// rq_arg's head and tail, as svcrdma does ([`Pull::Direct`]). Several
-    /// chunks are assembled in memory and copied into the request's pages
-    /// now ([`Pull::Ready`]).
+    /// rq_arg's head and tail, as svcrdma does ([`Pull::Direct`]). Chunks
+    /// at several positions are read into a Call laid out in pages of ours
+    /// ([`Conn::svc_layout`]), also without a waiting thread.
     fn svc_pull(&self, rq: &SvcRqst<'_>, call: &CallIn<'_>) -> Result<Pull> {
         let position = call.chunks.read_list().next().map(|r| r.position);
         let one = call

@@ -476,8 +476,8 @@ static bool rpcrdma_cm_rw_reserve(struct rpcrdma_cm_qp *qp, int n)
  * Chains of several callers run at once (nfsd's threads each move their own
  * call's data) as long as the Send Queue room the QP keeps for them (@rw_wrs)
  * holds them all: a chain first reserves its WRs in @rw_avail, waiting for
- * others to complete if need be, so the Send Queue never overflows and no
- * chain is posted in part. The wait for completion is uninterruptible: a
+ * others to complete if need be, so the Send Queue never overflows. A chain
+ * the device still refuses after its first WRs stays until teardown. The wait for completion is uninterruptible: a
  * posted chain completes, or is flushed when the QP goes to error.
  */
 static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
@@ -486,6 +486,7 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
 	const struct ib_send_wr *bad = NULL;
 	struct ib_send_wr *first;
+	bool reserved;
 	struct rpcrdma_cm_rw *rw;
 	unsigned long flags;
 	int ret, nwrs;
@@ -525,7 +526,16 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		return ret;
 	}
 	nwrs = ret;
-	wait_event(qp->wq, rpcrdma_cm_rw_reserve(qp, nwrs));
+	/* Room frees as chains complete; teardown wakes us to give up. */
+	wait_event(qp->wq, (reserved = rpcrdma_cm_rw_reserve(qp, nwrs)) ||
+			   READ_ONCE(qp->closed));
+	if (!reserved) {
+		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n,
+				    write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		rpcrdma_cm_rw_release(rw);	/* @nwrs 0: context undone here */
+		rpcrdma_cm_qp_leave(qp);
+		return -ENOTCONN;
+	}
 	rw->nwrs = nwrs;
 	first = rdma_rw_ctx_wrs(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
 	spin_lock_irqsave(&qp->lock, flags);
@@ -539,6 +549,15 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		 */
 		list_add_tail(&rw->orphan, &qp->rw_orphans);
 		spin_unlock_irqrestore(&qp->lock, flags);
+		/*
+		 * The caller frees its pages once this returns: the chain
+		 * holds them until teardown, as an asynchronous one does.
+		 */
+		if (!rw->async) {
+			for (i = 0; i < rw->nents; i++)
+				get_page(sg_page(&rw->sgl[i]));
+			rw->async = true;
+		}
 		pr_err_ratelimited("an RDMA %s chain was posted in part (error %d): disconnecting\n",
 				   write ? "Write" : "Read", ret);
 		rpcrdma_cm_qp_disconnect(qp);

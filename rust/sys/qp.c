@@ -251,15 +251,20 @@ static void rpcrdma_cm_recv_return_locked(struct rpcrdma_cm_buf *b)
 /*
  * Posts free or new buffers until @recv_want Receives are posted. A buffer
  * that cannot be had (no memory, or @recv_max allocated) lowers @recv_want
- * instead, so that the credits granted never exceed the Receives posted.
- * Process context; the caller has entered the QP or is its Receive work.
+ * instead, down to RPCRDMA_CM_RECV_FLOOR, so that the credits granted never
+ * exceed the Receives posted; released buffers are reposted up to it, and
+ * the owner's next grow raises it again. Process context; the caller has
+ * entered the QP or is its Receive work.
  */
 static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp)
 {
 	struct rpcrdma_cm_buf *b;
 	unsigned long flags;
+	unsigned int nofs;
 	bool more = true;
 
+	/* No fs reclaim: an NFS Reply may wait for this very refill. */
+	nofs = memalloc_nofs_save();
 	mutex_lock(&qp->recv_mutex);
 	while (more) {
 		spin_lock_irqsave(&qp->lock, flags);
@@ -284,15 +289,26 @@ static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp)
 		}
 		spin_lock_irqsave(&qp->lock, flags);
 		if (!b) {
-			qp->recv_want--;
+			/* Never below the floor: released buffers repost up to it. */
+			if (qp->recv_want > RPCRDMA_CM_RECV_FLOOR)
+				WRITE_ONCE(qp->recv_want, qp->recv_want - 1);
+			else
+				more = false;
 			qp->recv_short++;
-		} else if (rpcrdma_cm_post_recv_locked(b)) {
+		} else if (atomic_read(&qp->recv_posted) >= qp->recv_want ||
+			   rpcrdma_cm_post_recv_locked(b)) {
+			/*
+			 * A release reposted meanwhile (the lock was dropped to
+			 * allocate), or the post failed: never more than
+			 * @recv_want posted, so the drain's slot stays free.
+			 */
 			list_add(&b->list, &qp->recv_free);
 			more = false;
 		}
 		spin_unlock_irqrestore(&qp->lock, flags);
 	}
 	mutex_unlock(&qp->recv_mutex);
+	memalloc_nofs_restore(nofs);
 }
 
 /* Process context: hand each queued message to Rust, then repost its buffer. */
@@ -422,7 +438,7 @@ int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n)
 	spin_lock_irqsave(&qp->lock, flags);
 	before = qp->recv_want;
 	add = min(n, qp->recv_depth - qp->recv_want);
-	qp->recv_want += add;
+	WRITE_ONCE(qp->recv_want, qp->recv_want + add);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (add)
 		rpcrdma_cm_recv_refill(qp);
@@ -593,6 +609,8 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 	spin_lock_irqsave(&qp->lock, flags);
 	qp->closed = true;
 	spin_unlock_irqrestore(&qp->lock, flags);
+	/* Chains waiting for Send Queue room give up (rpcrdma_cm_rw()). */
+	wake_up_all(&qp->wq);
 	if (qp->id->qp)
 		ib_drain_qp(qp->id->qp);
 	flush_work(&qp->recv_work);

@@ -93,6 +93,12 @@ struct rpcrdma_cm_qp {
 	struct rpcrdma_cm_buf **recv;	/* @recv_max slots */
 };
 
+/*
+ * Receives a QP keeps posted at least when buffers run short (an nfsd
+ * connection's grant is then 1: two are kept for backchannel Replies).
+ */
+#define RPCRDMA_CM_RECV_FLOOR 4
+
 /* Starts an operation that posts: fails once the QP is closing. */
 int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);

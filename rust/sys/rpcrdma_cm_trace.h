@@ -124,8 +124,10 @@ TRACE_EVENT(rpcrdma_cm_wc_error,
 
 /*
  * An error ends an established connection: @why names it (recv_error,
- * send_error, chunk_error, flushed, send_busy, no_memory), @status the
- * completion status or errno. The disconnect follows.
+ * send_error, chunk_error, flushed: a work request flushed while the
+ * connection was up, the QP having failed with no error completion of its
+ * own; send_busy, no_memory), @status the completion status or errno. The
+ * disconnect follows.
  */
 TRACE_EVENT(rpcrdma_cm_fatal,
 	TP_PROTO(u32 id, const char *why, int status),

@@ -6,8 +6,9 @@
 //! callers fire them on rare events (connections, errors), not per message.
 
 use super::bindings::{
-    rpcrdma_cm_trace_closed, rpcrdma_cm_trace_negotiated, rpcrdma_cm_trace_rdma_error,
-    rpcrdma_cm_trace_fatal, rpcrdma_cm_trace_reject, rpcrdma_cm_trace_wc_error, rpcrdma_cm_trace_xprt,
+    rpcrdma_cm_trace_closed, rpcrdma_cm_trace_fatal, rpcrdma_cm_trace_negotiated,
+    rpcrdma_cm_trace_rdma_error, rpcrdma_cm_trace_reject, rpcrdma_cm_trace_wc_error,
+    rpcrdma_cm_trace_xprt,
 };
 use kernel::ffi::c_char;
 
