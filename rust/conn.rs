@@ -7,9 +7,11 @@
 //! Lock rules:
 //! - A `CmId` is never dropped while a `Conn`, `Listener` or `State` mutex is
 //!   held (dropping one outside its handler takes the CM's handler lock and
-//!   drains the QP, and handlers take those mutexes): it is taken out under the
-//!   lock and dropped after. Completion handlers (`recv`, `send_done`) never
-//!   drop it at all.
+//!   drains the QP, and handlers take those mutexes). A connection keeps its id
+//!   in an [`IdSlot`], which gives it up only after unlocking
+//!   ([`Conn::adopt_id`], [`Conn::close_keep_id`]); a listener's goes with the
+//!   state it replaces, dropped after the lock. Completion handlers (`recv`,
+//!   `send_done`) never drop one at all.
 //! - Nothing is allocated, registered or DMA-mapped under a `Conn` mutex: a
 //!   caller reserves its credit and XID under the lock, takes a [`Qp`] handle
 //!   and builds the call without it.
@@ -28,10 +30,12 @@ use kernel::sync::{Arc, Mutex};
 use kernel::time::Ktime;
 
 mod client;
+mod id_slot;
 mod rpc_xprt;
 mod svc;
 mod testing;
 mod xprt;
+use id_slot::IdSlot;
 pub(crate) use rpc_xprt::ClientFactory;
 pub(crate) use svc::Factory;
 pub(crate) use testing::BenchFile;
@@ -400,15 +404,8 @@ impl State {
             drop(cm);
             return Err(e);
         }
-        let mut g = conn.inner.lock();
-        if g.state.is_closed() {
-            // Closed meanwhile (`disconnect ID`, or an ADDR_ERROR): the id
-            // goes now, outside the lock.
-            drop(g);
-            drop(cm);
-            return Ok(());
-        }
-        g.cm = Some(cm);
+        // Closed meanwhile (`disconnect ID`, or an ADDR_ERROR): the id goes.
+        conn.adopt_id(cm);
         Ok(())
     }
 
@@ -596,7 +593,7 @@ struct ConnInner {
     outcome: Option<Outcome>,
     negotiated: Option<Negotiated>,
     ord: u8,
-    cm: Option<CmId>,
+    cm: IdSlot,
     x: xprt::XprtState,
     /// nfsd's reference on its transport, until nfsd detaches it.
     svc: Option<SvcXprt>,
@@ -622,7 +619,7 @@ impl ConnInner {
             outcome: None,
             negotiated: None,
             ord: 0,
-            cm: None,
+            cm: IdSlot::new(),
             x: xprt::XprtState::new(first_xid),
             svc: None,
             svc_queue: Fifo::new(),
@@ -666,22 +663,45 @@ impl ConnInner {
     }
 }
 
+/// What [`Conn::close_keep_id`] did.
+enum Closing {
+    /// The connection was closed before: nothing to release.
+    Already,
+    /// Closed by this call; the id, if the connection still held it, for the
+    /// caller to release.
+    Now(Option<CmId>),
+}
+
 impl Conn {
     /// Closes the connection for `why` (the first close wins): fails the calls in
     /// flight, gives back its place among the open connections, and releases
     /// the id (from inside its handler, the teardown is deferred). Returns
     /// whether this call closed it.
     fn close(&self, why: Closed, status: i32) -> bool {
-        self.close_keep_id(why, status).map(drop).is_some()
+        matches!(self.close_keep_id(why, status), Closing::Now(_))
+    }
+
+    /// Gives the connection its id, unless it closed meanwhile: then the id
+    /// is released, after the lock.
+    fn adopt_id(&self, cm: CmId) {
+        let mut g = self.inner.lock();
+        let refused = if g.state.is_closed() {
+            Err(cm)
+        } else {
+            g.cm.put(cm)
+        };
+        drop(g);
+        // Closed meanwhile, or (never expected) an id held already.
+        drop(refused);
     }
 
     /// [`Conn::close`], but the caller gets the id (if it was still held) to
-    /// release it; `None` if the connection was closed already.
-    fn close_keep_id(&self, why: Closed, status: i32) -> Option<Option<CmId>> {
+    /// release it.
+    fn close_keep_id(&self, why: Closed, status: i32) -> Closing {
         let (cm, queued, owner) = {
             let mut g = self.inner.lock();
             if !g.state.close(why, status) {
-                return None;
+                return Closing::Already;
             }
             trace::closed(self.id, why.name(), status);
             g.x.fail_all(enotconn().to_errno());
@@ -689,7 +709,8 @@ impl Conn {
             if let Some(x) = &g.svc {
                 x.close();
             }
-            (g.cm.take(), g.svc_queue.take(), g.owner.take())
+            let (queued, owner) = (g.svc_queue.take(), g.owner.take());
+            (IdSlot::take_unlocked(g, |i| &mut i.cm), queued, owner)
         };
         // Calls nfsd never saw: their buffers go back (the QP's teardown
         // waits for them).
@@ -700,14 +721,14 @@ impl Conn {
         }
         self.cv.notify_all();
         self.state.retire(self);
-        Some(cm)
+        Closing::Now(cm)
     }
 
     /// [`Conn::close`] from a context that must not wait for the QP's
     /// holders (nfsd's xpo_detach, whose caller still holds some): the id's
     /// teardown is deferred to the module's workqueue.
     fn close_deferred(&self, why: Closed) {
-        if let Some(Some(cm)) = self.close_keep_id(why, 0) {
+        if let Closing::Now(Some(cm)) = self.close_keep_id(why, 0) {
             cm.drop_deferred();
         }
     }
@@ -895,7 +916,7 @@ impl CmHandler for Conn {
             kind => {
                 if let Some((counter, why)) = ending(kind) {
                     st.inc(counter);
-                    if let Some(cm) = self.close_keep_id(why, ev.status) {
+                    if let Closing::Now(cm) = self.close_keep_id(why, ev.status) {
                         // Selftests widen the window in which this handler
                         // holds the id it took (unload must wait for it).
                         param::test_teardown_delay();
@@ -1187,15 +1208,9 @@ impl Listener {
                         Err(entry) => drop(entry),
                     }
                 }
-                let mut g = conn.inner.lock();
-                if g.state.is_closed() {
-                    // Closed meanwhile (`disconnect ID`): the accepted id goes
-                    // too (its teardown is deferred, we run its handler).
-                    drop(g);
-                    drop(cm);
-                } else {
-                    g.cm = Some(cm);
-                }
+                // Closed meanwhile (`disconnect ID`): the accepted id goes
+                // too (its teardown is deferred, we run its handler).
+                conn.adopt_id(cm);
                 Ok(())
             }
             Err(e) => {

@@ -8,6 +8,8 @@ LIFETIME_TESTS="
 	kept_receive_released_during_teardown
 	receives_replaced_while_nfsd_keeps_them
 	read_chunks_at_two_positions_to_nfsd
+	listener_stays_stopped_when_a_device_comes
+	rw_chain_posted_in_part
 "
 
 # nfsd_threads: nfsd's thread count (0 when it is not running).
@@ -171,5 +173,88 @@ read_chunks_at_two_positions_to_nfsd() {
 	sid=$(field "$sl" id)
 	ktap_print_msg "$(grep "^id=$sid " "$DBG/xprt")"
 	[ "$(xcount "$sid" nfsd_calls)" = 1 ] || { fail "nfsd_calls=$(xcount "$sid" nfsd_calls), expected 1"; ok=1; }
+	return $ok
+}
+
+# nfsd closes its listener (rpc.nfsd 0) while an RDMA device is added: the
+# device's arrival restarts listeners that lost theirs, and must not restart
+# one nfsd closed. test_detach_delay_ms=4000 holds xpo_detach 4 s between
+# stopping the listener and forgetting it, and rxe1 comes in that window. On
+# 2ec06bd (where a stopped listener was merely dead; with the delay added)
+# the listener listened again for an nfsd that had freed it: listening after
+# nfsd stopped, listener_restarts counted it, and the module stayed
+# referenced (rmmod refused).
+listener_stays_stopped_when_a_device_comes() {
+	local ok=0 i lr0 pid
+	unload_transports || return 1
+	load_module || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	grep -q "for=nfsd" "$DBG/listeners" || { fail "no listener of nfsd's: $(cat "$DBG/listeners")"; return 1; }
+	lr0=$(stat listener_restarts)
+	setp test_detach_delay_ms 4000 || return 1
+	rpc.nfsd 0 &
+	pid=$!
+	sleep 1.5
+	ip link add dummy1 type dummy && ip link set dummy1 up &&
+		rdma link add rxe1 type rxe netdev dummy1 || { fail "cannot add rxe1 on dummy1"; ok=1; }
+	wait "$pid" || { fail "rpc.nfsd 0"; ok=1; }
+	setp test_detach_delay_ms 0
+	sleep 0.5
+	ktap_print_msg "listeners after nfsd stopped: $(tr '\n' ' ' <"$DBG/listeners"); listener_restarts=$(stat listener_restarts) (was $lr0)"
+	grep -q "state=listening" "$DBG/listeners" && { fail "a listener nfsd closed listens again"; ok=1; }
+	[ "$(stat listener_restarts)" = "$lr0" ] || { fail "listener_restarts counted a listener nfsd closed"; ok=1; }
+	rdma link delete rxe1 2>/dev/null
+	ip link del dummy1 2>/dev/null
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused after nfsd stopped: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# An RDMA Read or Write chain the device takes only in part (ib_post_send()
+# refusing a WR after the first): the WRs posted use the chain's mappings
+# and pages until they complete or are flushed, so the chain must outlive
+# them: it stays until the QP's teardown, which then frees it, and the
+# connection ends. test_rw_post_part=1 makes the server's next chain of
+# several WRs (a 1 MiB READ's Write chunk, then a 1 MiB WRITE's Read chunk)
+# go in part. The mount (hard) reconnects and the data arrives byte for
+# byte, the teardown does not wait forever for the chain, and the module
+# unloads. rxe consumes each WR as it is posted, so on rxe this shows the
+# path is sound; the use-after-free it prevents (on 2ec06bd the chain was
+# freed at once) needs a device that reads its WRs later.
+rw_chain_posted_in_part() {
+	local ok=0 mnt=/tmp/mnt_part i cc0 cc1 cc2 line p0 parts
+	unload_transports || return 1
+	load_module xprt_class=1 || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	nfs_files || return 1
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" ||
+		{ fail "mount"; return 1; }
+	cc0=$(mountstat 3)
+	p0=$(klog | grep -c 'posted in part')
+	setp test_rw_post_part 1 || ok=1
+	echo 3 >/proc/sys/vm/drop_caches
+	timeout 120 cmp "$mnt/f_1048576" /tmp/export/f_1048576 || { fail "f_1048576 read back differs"; ok=1; }
+	cc1=$(mountstat 3)
+	[ "$(cat "$PARAMS/test_rw_post_part")" = 0 ] || { fail "no chain of several WRs for the READ"; ok=1; }
+	setp test_rw_post_part 1 || ok=1
+	timeout 120 dd if=/tmp/export/f_1048576 of="$mnt/w_1048576" bs=1M oflag=direct status=none ||
+		{ fail "1 MiB direct write"; ok=1; }
+	cmp -s /tmp/export/f_1048576 /tmp/export/w_1048576 || { fail "the server's w_1048576 differs"; ok=1; }
+	cc2=$(mountstat 3)
+	[ "$(cat "$PARAMS/test_rw_post_part")" = 0 ] || { fail "no chain of several WRs for the WRITE"; ok=1; }
+	setp test_rw_post_part 0
+	parts=$(($(klog | grep -c 'posted in part') - p0))
+	ktap_print_msg "connect_count $cc0 -> $cc1 (READ) -> $cc2 (WRITE); $parts chains posted in part"
+	[ "$cc1" -gt "$cc0" ] || { fail "the connection survived a READ chain posted in part"; ok=1; }
+	[ "$cc2" -gt "$cc1" ] || { fail "the connection survived a WRITE chain posted in part"; ok=1; }
+	[ "$parts" = 2 ] || { fail "$parts chains reported posted in part, expected 2"; ok=1; }
+	umount "$mnt" || { fail "umount"; ok=1; }
+	rpc.nfsd 0
+	line=$(grep ' role=server ' "$DBG/connections" | grep -v -e 'state=closed' -e 'state=disconnected' -e 'state=closed_by_nfsd' | head -1)
+	[ -z "$line" ] || ktap_print_msg "still open: $line"
+	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
+	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }

@@ -291,7 +291,7 @@ impl Conn {
         rec.call_len = head_len.saturating_add(padded);
         let neg = {
             let g = self.inner.lock();
-            match (&g.cm, &g.negotiated) {
+            match (g.cm.get(), &g.negotiated) {
                 (Some(_), Some(n)) if g.state.is_established() => *n,
                 _ => return Err(enotconn()),
             }
@@ -329,7 +329,7 @@ impl Conn {
         let (qp, xid) = {
             let mut g = self.inner.lock();
             loop {
-                let qp = match &g.cm {
+                let qp = match g.cm.get() {
                     Some(cm) if g.state.is_established() => cm.qp().ok_or_else(enotconn)?,
                     _ => return Err(enotconn()),
                 };

@@ -311,15 +311,8 @@ impl ClientXprt {
             this.forget(&conn);
             return Err(ehostunreach());
         }
-        {
-            let mut g = conn.inner.lock();
-            if g.state.is_closed() {
-                drop(g);
-                drop(cm);
-            } else {
-                g.cm = Some(cm);
-            }
-        }
+        // Closed meanwhile: the id goes.
+        conn.adopt_id(cm);
         match conn.wait_open(CONNECT_TIMEOUT_MS) {
             Ok(()) => {
                 let mut g = this.inner.lock();
@@ -402,7 +395,7 @@ impl ClientXprt {
         let conn = self.inner.lock().conn.clone().ok_or_else(enotconn)?;
         let (qp, neg, pages) = {
             let g = conn.inner.lock();
-            match (&g.cm, &g.negotiated) {
+            match (g.cm.get(), &g.negotiated) {
                 (Some(cm), Some(n)) if g.state.is_established() => {
                     (cm.qp().ok_or_else(enotconn)?, *n, g.fr_pages)
                 }

@@ -65,7 +65,11 @@ impl SvcXprtOps for NfsdListener {
     }
 
     fn detach(&self) {
+        // Stopped for good first: a device added before the listener is
+        // forgotten (or while it stays listed for want of memory) must not
+        // start it again.
         self.0.stop();
+        crate::sys::param::test_detach_delay();
         self.0.state.forget_listener(&self.0);
     }
 }
@@ -662,6 +666,6 @@ impl Conn {
 
     /// A handle on the QP, if the connection has one.
     pub(super) fn qp_handle(&self) -> Option<Qp> {
-        self.inner.lock().cm.as_ref().and_then(|c| c.qp())
+        self.inner.lock().cm.get().and_then(|c| c.qp())
     }
 }

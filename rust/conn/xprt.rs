@@ -831,7 +831,7 @@ impl crate::sys::debugfs::Show for XprtFile {
         for c in snapshot.iter() {
             let (credits, qp) = {
                 let g = c.inner.lock();
-                (g.x.credits, g.cm.as_ref().and_then(|cm| cm.qp()))
+                (g.x.credits, g.cm.get().and_then(|cm| cm.qp()))
             };
             write!(m, "id={} role={} credits={}", c.id, c.role.name(), credits)?;
             if let Some(qp) = qp {

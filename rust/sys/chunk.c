@@ -465,6 +465,31 @@ static bool rpcrdma_cm_rw_reserve(struct rpcrdma_cm_qp *qp, int n)
 }
 
 /*
+ * Posts a chain of WRs (ib_post_send()). For the selftests, while
+ * test_rw_post_part counts, a chain of several has its first WR posted
+ * alone and the rest refused, as a device short of room may do.
+ */
+static int rpcrdma_cm_rw_post(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
+			      const struct ib_send_wr **bad)
+{
+	unsigned int n = READ_ONCE(rpcrdma_cm_param_test_rw_post_part.value);
+	struct ib_send_wr *rest = first->next;
+	int ret;
+
+	do {
+		if (!n || !rest)
+			return ib_post_send(qp->id->qp, first, bad);
+	} while (!try_cmpxchg(&rpcrdma_cm_param_test_rw_post_part.value, &n, n - 1));
+	first->next = NULL;
+	ret = ib_post_send(qp->id->qp, first, bad);
+	first->next = rest;
+	if (ret)
+		return ret;
+	*bad = rest;
+	return -ENOMEM;
+}
+
+/*
  * Moves @len octets at byte @offset of the page array @pages from (RDMA Read)
  * or to (@write: RDMA Write) the peer's memory at @addr/@rkey; returns the
  * number of WRs it took. Not from a completion callback. Unless @async, it
@@ -539,7 +564,7 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	rw->nwrs = nwrs;
 	first = rdma_rw_ctx_wrs(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
 	spin_lock_irqsave(&qp->lock, flags);
-	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, first, &bad);
+	ret = qp->closed ? -ENOTCONN : rpcrdma_cm_rw_post(qp, first, &bad);
 	if (ret && !qp->closed && bad != first) {
 		/*
 		 * Posted in part: the WRs before @bad will complete (or be

@@ -133,6 +133,10 @@ RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long between rdma_listen() and recording the listener (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_release_delay_ms, 0, 0, 60000,
 		      "Selftests only: hold the release of a kept Receive buffer this long before it is reposted, and again before the QP's teardown is woken (default 0)");
+RPCRDMA_CM_UINT_PARAM(test_detach_delay_ms, 0, 0, 60000,
+		      "Selftests only: sleep this long between stopping a listener nfsd closed and forgetting it (default 0)");
+RPCRDMA_CM_UINT_PARAM(test_rw_post_part, 0, 0, 100,
+		      "Selftests only: post this many RDMA Read/Write chains of several WRs in part, as if the device refused all but the first WR (counts down; default 0)");
 
 /*
  * The server transport class nfsd finds us by ("rdma" replaces rpcrdma.ko's;

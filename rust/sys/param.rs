@@ -12,9 +12,9 @@ use super::bindings::{
     c_fn, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy, rpcrdma_cm_param_listen,
     rpcrdma_cm_param_max_connections, rpcrdma_cm_param_max_connections_per_peer,
     rpcrdma_cm_param_recv_size, rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest,
-    rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_test_listen_delay_ms,
-    rpcrdma_cm_param_test_no_mem_mgt_ext, rpcrdma_cm_param_test_teardown_delay_ms,
-    rpcrdma_cm_param_xprt_class,
+    rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_test_detach_delay_ms,
+    rpcrdma_cm_param_test_listen_delay_ms, rpcrdma_cm_param_test_no_mem_mgt_ext,
+    rpcrdma_cm_param_test_teardown_delay_ms, rpcrdma_cm_param_xprt_class,
 };
 use crate::proto::config::{check_listen_param, check_size_param, check_svc_class_param};
 
@@ -116,10 +116,17 @@ pub(crate) fn test_listen_delay() {
     sleep_ms(read_param!(rpcrdma_cm_param_test_listen_delay_ms.value));
 }
 
+/// Sleeps as long as the `test_detach_delay_ms` parameter says (selftests widen
+/// the window between stopping a listener nfsd closed and forgetting it).
+pub(crate) fn test_detach_delay() {
+    sleep_ms(read_param!(rpcrdma_cm_param_test_detach_delay_ms.value));
+}
+
 fn sleep_ms(ms: u32) {
     if ms != 0 {
         // SAFETY: msleep() may be called from any process context, which is
-        // where both delays are taken (CM handlers, the listener's setup).
+        // where every delay is taken (CM handlers, the listener's setup,
+        // nfsd's xpo_detach).
         unsafe { kernel::bindings::msleep(ms) };
     }
 }

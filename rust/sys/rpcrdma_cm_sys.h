@@ -70,6 +70,8 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_idle_timeout;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_teardown_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_release_delay_ms;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_detach_delay_ms;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
 bool rpcrdma_cm_size_param_ok(unsigned int v);
