@@ -216,7 +216,11 @@ apply_fault() {
 	case "$1" in
 	loss1) netem loss 1% && ask_args netem loss 1% ;;
 	loss5) netem loss 5% && ask_args netem loss 5% ;;
-	delay20) netem delay 20ms 5ms distribution normal && ask_args netem delay 20ms 5ms distribution normal ;;
+	# With a rate, netem sends in order (each frame after the one before):
+	# the jitter varies the delay without reordering, which the reorder
+	# case tests alone.
+	delay20) netem delay 20ms 5ms distribution normal rate 10gbit &&
+		ask_args netem delay 20ms 5ms distribution normal rate 10gbit ;;
 	reorder) netem delay 10ms reorder 25% 50% && ask_args netem delay 10ms reorder 25% 50% ;;
 	duplicate) netem duplicate 5% && ask_args netem duplicate 5% ;;
 	cut5 | cut60)
