@@ -107,8 +107,14 @@ int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 
 /* Registrations and invalidations per Send, and one RDMA Read/Write context. */
 #define RPCRDMA_CM_MR_WRS 6
-/* At most this many pages per RDMA Read/Write WR (the device may allow fewer). */
-#define RPCRDMA_CM_RW_SGES 16
+/*
+ * At most this many pages per RDMA Read/Write WR (the device may allow
+ * fewer): svcrdma's count at its default thresholds. Short WRs recover
+ * sooner from a lost frame: rxe, for one, notices a Read response lost
+ * mid-WR only when a later WR's response or its retransmit timer shows the
+ * gap, and discards the rest of the WR until then.
+ */
+#define RPCRDMA_CM_RW_SGES 5
 /* The most pages one chunk may have (4 MiB with 4 KiB pages). */
 #define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
 
