@@ -619,13 +619,14 @@ rust_echo_every_chunk_type() {
 	[ "$(xcount "$sid" bytes_rdma_read)" -gt 2000000 ] && [ "$(xcount "$sid" bytes_rdma_write)" -gt 2000000 ] ||
 		{ fail "server RDMA byte counters too small"; ok=1; }
 	[ "$(xcount "$sid" chunk_errors)" = 0 ] || { fail "chunk errors"; ok=1; }
-	# Up to 16 pages per RDMA Read/Write WR: at most one WR per operation
-	# plus one per 64 KiB moved (one page per WR would take one per 4 KiB).
+	# Up to 5 pages per RDMA Read/Write WR (RPCRDMA_CM_RW_SGES): at most two
+	# WRs per operation (a partial first and last) plus one per 20 KiB
+	# moved (one page per WR would take one per 4 KiB).
 	local ops=$(($(xcount "$sid" rdma_reads) + $(xcount "$sid" rdma_writes)))
 	local moved=$(($(xcount "$sid" bytes_rdma_read) + $(xcount "$sid" bytes_rdma_write)))
 	local wrs=$(xcount "$sid" rdma_rw_wrs)
 	ktap_print_msg "server: $ops RDMA Reads and Writes, $moved octets, $wrs WRs"
-	[ "$wrs" -ge "$ops" ] && [ "$wrs" -le $((ops + moved / 65536)) ] ||
+	[ "$wrs" -ge "$ops" ] && [ "$wrs" -le $((2 * ops + moved / 20480)) ] ||
 		{ fail "RDMA Read/Write WRs out of bounds"; ok=1; }
 	sleep 1
 	ktap_print_msg "MRs on rxe0: $base before, $(mrs) after"
