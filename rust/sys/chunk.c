@@ -572,17 +572,19 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		 * signaled last one was not posted. The chain stays, to be
 		 * freed by teardown after the drain, and the connection ends.
 		 */
-		list_add_tail(&rw->orphan, &qp->rw_orphans);
-		spin_unlock_irqrestore(&qp->lock, flags);
 		/*
 		 * The caller frees its pages once this returns: the chain
 		 * holds them until teardown, as an asynchronous one does.
+		 * Before it is listed: teardown may free it as soon as the
+		 * lock is released, so nothing of @rw is touched after.
 		 */
 		if (!rw->async) {
 			for (i = 0; i < rw->nents; i++)
 				get_page(sg_page(&rw->sgl[i]));
 			rw->async = true;
 		}
+		list_add_tail(&rw->orphan, &qp->rw_orphans);
+		spin_unlock_irqrestore(&qp->lock, flags);
 		pr_err_ratelimited("an RDMA %s chain was posted in part (error %d): disconnecting\n",
 				   write ? "Write" : "Read", ret);
 		rpcrdma_cm_qp_disconnect(qp);
