@@ -688,7 +688,9 @@ impl Conn {
         let refused = if g.state.is_closed() {
             Err(cm)
         } else {
-            g.cm.put(cm)
+            g.cm.put(cm).inspect_err(|_| {
+                pr_warn!("connection {}: a second id, released\n", self.id);
+            })
         };
         drop(g);
         // Closed meanwhile, or (never expected) an id held already.
