@@ -266,10 +266,11 @@ impl SvcXprt {
 
 impl Drop for SvcXprt {
     fn drop(&mut self) {
-        // SAFETY: we own one reference. It is never the last: sunrpc holds its
-        // own until after xpo_detach, where connections drop theirs; before
-        // nfsd has taken the transport, the [`PendingXprt`] holds the first
-        // one and is dropped after this (conn.rs, `Unaccepted`).
+        // Never the last reference: sunrpc holds its own until after
+        // xpo_detach, where connections drop theirs; before nfsd takes the
+        // transport, the [`PendingXprt`] holds the first one and is dropped
+        // after this (conn.rs, `Unaccepted`).
+        // SAFETY: we own one reference, and it is not the last (above).
         unsafe { rpcrdma_cm_svc_xprt_put(self.0.as_ptr()) };
     }
 }
