@@ -42,7 +42,7 @@ a_netem() {
 
 a_srv_c() {
 	rpc.nfsd 0 2>/dev/null
-	for ((i = 0; i < 50; i++)); do module_loaded || break; rmmod rpcrdma_cm 2>/dev/null || sleep 0.2; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { echo "rpcrdma_cm stays loaded: $(cat /sys/module/rpcrdma_cm/refcnt)"; return 1; }
 	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist || return 1
 	# svcrdma's default thresholds (a_c_nfsd16 raises them), for new connections.
@@ -51,7 +51,7 @@ a_srv_c() {
 
 a_srv_ours() {
 	rpc.nfsd 0 2>/dev/null
-	for ((i = 0; i < 50; i++)); do [ -d /sys/module/rpcrdma ] || break; rmmod rpcrdma 2>/dev/null || sleep 0.2; done
+	rmmod_within 10 rpcrdma
 	[ ! -d /sys/module/rpcrdma ] || { echo "rpcrdma.ko stays loaded"; return 1; }
 	module_loaded || insmod "$KO" || return 1
 	grep -q "rdma 20049" /proc/fs/nfsd/portlist 2>/dev/null && return 0
@@ -190,11 +190,11 @@ ask_args() { # ask_args NAME ARGS...
 # client_side c|ours: the transport of guest b's mount.
 client_side() {
 	if [ "$1" = ours ]; then
-		for ((i = 0; i < 50; i++)); do [ -d /sys/module/rpcrdma ] || break; rmmod rpcrdma 2>/dev/null || sleep 0.2; done
+		rmmod_within 10 rpcrdma
 		[ ! -d /sys/module/rpcrdma ] || { fail "rpcrdma.ko stays loaded"; return 1; }
 		module_loaded || insmod "$KO" || { fail "insmod rpcrdma_cm"; return 1; }
 	else
-		for ((i = 0; i < 50; i++)); do module_loaded || break; rmmod rpcrdma_cm 2>/dev/null || sleep 0.2; done
+		rmmod_within 10 rpcrdma_cm
 		! module_loaded || { fail "rpcrdma_cm stays loaded: $(cat /sys/module/rpcrdma_cm/refcnt)"; return 1; }
 		load_c_transport || return 1
 	fi

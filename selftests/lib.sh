@@ -104,6 +104,18 @@ module_loaded() {
 	[ -d /sys/module/rpcrdma_cm ]
 }
 
+# rmmod_within SECONDS MODULE: rmmod MODULE, retried every 0.2 s for up to
+# SECONDS while something still holds it (a connection closing, an RPC
+# ending); succeeds once MODULE is not loaded.
+rmmod_within() {
+	local end=$((SECONDS + $1))
+	while [ -d "/sys/module/$2" ]; do
+		rmmod "$2" 2>/dev/null && return 0
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.2
+	done
+}
+
 unload_module() {
 	module_loaded || return 0
 	rmmod rpcrdma_cm
@@ -115,6 +127,34 @@ unload_module() {
 klog() {
 	dmesg | sed -n '/rpcrdma_cm-selftests-start/,$p' |
 		sed '/rpcrdma_cm-kmemleak-sample-start/,/rpcrdma_cm-kmemleak-sample-end/d'
+}
+
+KMEMLEAK=/sys/kernel/debug/kmemleak
+
+# kmemleak_clean (debug kernels): scan now; any unreferenced object is
+# reported and fails. The single-guest suite runs it after each test, the
+# two-guest one after each test in both guests.
+# kmemleak reports an object only when it is at least 5 s old and was already
+# unreferenced and unchanged at the scan before (a new object is always
+# "changed" at its first scan), so with one scan after each test a leak shows
+# after the test that made it or after the next one; kmemleak_after_all_tests
+# waits and scans twice, so nothing of the last test or the final unload
+# escapes. A report is confirmed by a second scan (an object in transit
+# between two pointers can look unreferenced once), which is skipped when the
+# first finds nothing.
+kmemleak_clean() {
+	local r
+	echo scan >"$KMEMLEAK" || return 1
+	r=$(cat "$KMEMLEAK")
+	if [ -n "$r" ]; then
+		echo scan >"$KMEMLEAK" || return 1
+		r=$(cat "$KMEMLEAK")
+	fi
+	echo clear >"$KMEMLEAK"
+	[ -z "$r" ] && return 0
+	ktap_print_msg "kmemleak (objects allocated by this test or the one before):"
+	echo "$r" | head -60 | sed 's/^/# /'
+	return 1
 }
 
 # Port of our listener in the tests (nfsd has 20049).

@@ -53,7 +53,7 @@ nfsd_stops_with_unaccepted_connections() {
 		sleep 0.1
 	done
 	expect "$(conn_line "$id")" state=disconnected || ok=1
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused after nfsd stopped: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -98,7 +98,7 @@ kept_receive_released_during_teardown() {
 	rpc "$id" null || { fail "NULL on a new connection: $(last_rpc)"; ok=1; }
 	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
 	rpc.nfsd 0
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -138,7 +138,7 @@ receives_replaced_while_nfsd_keeps_them() {
 		{ fail "no buffer beyond the Receives kept posted: nfsd's buffers were never replaced"; ok=1; }
 	echo "disconnect $id" >"$DBG/control"
 	rpc.nfsd 0
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -213,7 +213,7 @@ listener_stays_stopped_when_a_device_comes() {
 	[ "$(stat listener_restarts)" = "$lr0" ] || { fail "listener_restarts counted a listener nfsd closed"; ok=1; }
 	rdma link delete rxe1 2>/dev/null
 	ip link del dummy1 2>/dev/null
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused after nfsd stopped: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -262,7 +262,7 @@ rw_chain_posted_in_part() {
 	line=$(grep ' role=server ' "$DBG/connections" | grep -v -e 'state=closed' -e 'state=disconnected' -e 'state=closed_by_nfsd' | head -1)
 	[ -z "$line" ] || ktap_print_msg "still open: $line"
 	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }

@@ -1861,7 +1861,7 @@ rmmod_refused_while_nfsd_uses_the_class() {
 	rmmod rpcrdma_cm 2>/dev/null && { fail "rmmod succeeded while nfsd listens through us"; return 1; }
 	module_loaded || { fail "module gone"; return 1; }
 	rpc.nfsd 0 || { fail "rpc.nfsd 0"; ok=1; }
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused after nfsd stopped: $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -1939,7 +1939,7 @@ nfs_client_over_rust_transport() {
 	grep " for=mount" "$DBG/connections" | grep -q state=established &&
 		{ fail "a mount's connection is still open after umount"; ok=1; }
 	rpc.nfsd 0
-	for ((i = 0; i < 100; i++)); do rmmod rpcrdma_cm 2>/dev/null && break; sleep 0.1; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused after umount: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
 	return $ok
 }
@@ -2101,39 +2101,13 @@ dmesg_clean() {
 	return 1
 }
 
-KMEMLEAK=/sys/kernel/debug/kmemleak
-
-# kmemleak_clean: scan now; any unreferenced object is reported and fails.
-# kmemleak reports an object only when it is at least 5 s old and was already
-# unreferenced and unchanged at the scan before (a new object is always
-# "changed" at its first scan), so with one scan after each test a leak shows
-# after the test that made it or after the next one; kmemleak_after_all_tests
-# waits and scans twice, so nothing of the last test or the final unload
-# escapes. A report is confirmed by a second scan (an object in transit
-# between two pointers can look unreferenced once), which is skipped when the
-# first finds nothing.
-kmemleak_clean() {
-	local r
-	echo scan >"$KMEMLEAK" || return 1
-	r=$(cat "$KMEMLEAK")
-	if [ -n "$r" ]; then
-		echo scan >"$KMEMLEAK" || return 1
-		r=$(cat "$KMEMLEAK")
-	fi
-	echo clear >"$KMEMLEAK"
-	[ -z "$r" ] && return 0
-	ktap_print_msg "kmemleak (objects allocated by this test or the one before):"
-	echo "$r" | head -60 | sed 's/^/# /'
-	return 1
-}
-
 # kmemleak_after_all_tests (debug kernels only, run before dmesg_clean):
 # unload the module, wait until everything allocated so far is old enough to
 # be reported, scan once so nothing is new any more, then check.
 kmemleak_after_all_tests() {
 	# The runner stopped nfsd after the last test; as a precaution.
 	rpc.nfsd 0 2>/dev/null
-	for ((i = 0; i < 50; i++)); do unload_module >/dev/null 2>&1 && break; sleep 0.2; done
+	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rpcrdma_cm still loaded"; return 1; }
 	sleep 6
 	echo scan >"$KMEMLEAK" || return 1
