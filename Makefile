@@ -57,7 +57,7 @@ help:
 	@echo "make faults     the fault suite in full on the two-kernel link (table in results/faults)"
 	@echo "make fuzz       fuzz the protocol core (FUZZ_RUNS=10000000 per target)"
 	@echo "make check-debug  the VM selftests on a KASAN/lockdep/kmemleak kernel"
-	@echo "make bench        NFS over RDMA between two guests, C and our transports in all four pairings"
+	@echo "make bench        NFS over RDMA between two guests, C and our transports in five pairings"
 	@echo "make bench-rpc    the module's own RPCs in one guest against perftest (results/bench-rpc)"
 	@echo "make bench-proto  microbenchmark of parse and negotiate (host)"
 	@echo "make clean      remove build products (not the kernel cache)"
