@@ -162,6 +162,7 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn new() -> Result<Arc<State>> {
         let closed = KVec::with_capacity(KEEP_CLOSED, GFP_KERNEL)?;
+        let rpcs = xprt::RpcLog::new()?;
         Arc::pin_init(
             pin_init!(State {
                 stats: Stats::default(),
@@ -174,7 +175,7 @@ impl State {
                     per_peer: RBTree::new(),
                 }),
                 listeners <- new_mutex!(KVec::new()),
-                rpcs <- new_mutex!(xprt::RpcLog::new()),
+                rpcs <- new_mutex!(rpcs),
                 bench <- new_mutex!(None),
             }),
             GFP_KERNEL,
