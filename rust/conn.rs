@@ -430,7 +430,7 @@ impl State {
             v.push(c.clone(), GFP_KERNEL)?;
         }
         drop(g);
-        v.sort_unstable_by_key(|c| c.id);
+        crate::proto::sort::sort_by_key(&mut v, |c| c.id);
         Ok(v)
     }
 

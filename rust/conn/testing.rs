@@ -228,7 +228,7 @@ fn time_calls(n: u32, stop_on_error: bool, mut call: impl FnMut() -> Result) -> 
         }
     }
     let total_ns = (Ktime::ktime_get() - start).to_ns();
-    lat.sort_unstable();
+    crate::proto::sort::sort_by_key(&mut lat, |x| *x);
     Ok(Timed {
         lat,
         errors,

@@ -15,6 +15,7 @@ pub mod negotiate;
 pub mod nfs4;
 pub mod pvt_data;
 pub mod rpc;
+pub mod sort;
 pub mod ulb;
 pub mod vectors;
 pub mod xdr;
