@@ -27,7 +27,6 @@ use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{Arc, Mutex};
-use kernel::time::Ktime;
 
 mod client;
 mod id_slot;
@@ -121,10 +120,7 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
     }
 }
 
-/// Elapsed nanoseconds of the monotonic clock.
-fn now_ns() -> i64 {
-    Ktime::ktime_get().to_ns()
-}
+use crate::sys::time::now_ns;
 
 /// Every connection the module knows: the open ones, by id, and the last
 /// [`KEEP_CLOSED`] closed ones. Each event does O(log n) work here.
@@ -323,14 +319,14 @@ impl State {
             let l = Listener::new(self.clone(), ep)?;
             self.listeners.lock().push(l.clone(), GFP_KERNEL)?;
             match l.start() {
-                Ok(true) => pr_info!("listening on {}\n", ep),
+                Ok(true) => pr_info!("listening on {:?}\n", ep),
                 Ok(false) => pr_warn!(
-                    "listener {}: device removed while starting, not listening until a device is added\n",
+                    "listener {:?}: device removed while starting, not listening until a device is added\n",
                     ep
                 ),
                 Err(e) => {
                     self.stats.inc(Counter::ErrListen);
-                    pr_err!("cannot listen on {}: error {}\n", ep, e.to_errno());
+                    pr_err!("cannot listen on {:?}: error {}\n", ep, e.to_errno());
                     return Err(e);
                 }
             }
@@ -370,7 +366,7 @@ impl State {
             // then the listener stays dead until another comes.
             if l.is_dead() && l.start() == Ok(true) {
                 self.stats.inc(Counter::ListenerRestarts);
-                pr_info!("listening on {} again\n", l.ep);
+                pr_info!("listening on {:?} again\n", l.ep);
             }
         }
     }
@@ -1236,7 +1232,7 @@ impl CmHandler for Listener {
             EventKind::DeviceRemoval => {
                 st.inc(Counter::DeviceRemovals);
                 pr_warn!(
-                    "listener {}: device removed, not listening until a device is added\n",
+                    "listener {:?}: device removed, not listening until a device is added\n",
                     self.ep
                 );
                 // Listening: our id goes (its teardown is deferred, as we are

@@ -34,7 +34,7 @@ use sys::debugfs::Dir;
 module! {
     type: RpcrdmaCm,
     name: "rpcrdma_cm",
-    author: "rpcrdma-cm developers",
+    authors: ["rpcrdma-cm developers"],
     description: "RPC-over-RDMA CM private data (RFC 8797): negotiated inline thresholds and remote invalidation",
     license: "GPL",
 }

@@ -15,7 +15,7 @@
 
 use kernel::alloc::KVVec;
 use kernel::prelude::*;
-use kernel::time::{msecs_to_jiffies, Jiffies, Ktime};
+use kernel::time::{msecs_to_jiffies, Jiffies};
 
 use super::xprt::{n32, short, Done, Pending, ReplyKind, RpcRecord};
 use super::{Conn, ConnInner, QP_DEPTH};
@@ -37,6 +37,7 @@ use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
 use crate::sys::errno::{emsgsize, enotconn, eproto, eremoteio, etimedout};
 use crate::sys::qp::Qp;
+use crate::sys::time::now_ns;
 use crate::sys::wait::Waited;
 
 type Guard<'a, T> = kernel::sync::lock::Guard<'a, T, kernel::sync::lock::mutex::MutexBackend>;
@@ -269,11 +270,11 @@ impl Conn {
     /// its RPC status, recorded in `rpcs`); an ECHO whose payload came back
     /// different, or an NFS reply that cannot be decoded, is `EIO`.
     pub(crate) fn call(&self, spec: &CallSpec) -> Result {
-        let start = Ktime::ktime_get();
+        let start = now_ns();
         let req = Req::new(spec);
         let mut rec = RpcRecord::new(self.id, req.prog, req.vers, req.proc_);
         let res = self.call_inner(&req, &mut rec);
-        rec.usec = (Ktime::ktime_get() - start).to_ns() / 1000;
+        rec.usec = (now_ns() - start) / 1000;
         if let Err(e) = res {
             rec.errno = e.to_errno();
         }

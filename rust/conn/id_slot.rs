@@ -43,7 +43,7 @@ impl IdSlot {
 
     /// Takes the id out of the slot `slot` finds in the locked value, and
     /// releases the lock before the id is returned.
-    pub(super) fn take_unlocked<T>(
+    pub(super) fn take_unlocked<T: Unpin>(
         mut g: Guard<'_, T, MutexBackend>,
         slot: impl FnOnce(&mut T) -> &mut IdSlot,
     ) -> Option<CmId> {

@@ -786,7 +786,7 @@ impl ClientXprt {
                     .filter(|r| r.write_list)
                     .map(|r| r.reply_len());
                 let written = u32::try_from(written).map_err(|_| EIO)?;
-                if c.write_list().count() != 1 || room.map_or(true, |k| u64::from(written) > k) {
+                if c.write_list().count() != 1 || room.is_none_or(|k| u64::from(written) > k) {
                     conn.count(X::ChunkErrors, 1);
                     return Err(EIO);
                 }

@@ -45,8 +45,8 @@ impl SvcFactory for Factory {
         let l = Listener::new_for_nfsd(self.0.clone(), ep, me, net)?;
         self.0.listeners.lock().push(l.clone(), GFP_KERNEL)?;
         match l.start() {
-            Ok(true) => pr_info!("nfsd listens on {}\n", ep),
-            Ok(false) => pr_warn!("nfsd listener {}: device removed while starting\n", ep),
+            Ok(true) => pr_info!("nfsd listens on {:?}\n", ep),
+            Ok(false) => pr_warn!("nfsd listener {:?}: device removed while starting\n", ep),
             Err(e) => {
                 self.0.forget_listener(&l);
                 return Err(e);

@@ -8,7 +8,6 @@
 
 use kernel::alloc::{KVVec, VVec};
 use kernel::prelude::*;
-use kernel::time::Ktime;
 
 use super::xprt::{n32, short, CallIn, Incoming, ReplyRoute};
 use super::{Conn, State};
@@ -22,6 +21,7 @@ use crate::proto::xdr::{XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
 use crate::sys::errno::{emsgsize, enotconn, eproto};
 use crate::sys::qp::Qp;
+use crate::sys::time::now_ns;
 use core::fmt;
 
 impl Conn {
@@ -209,11 +209,11 @@ fn time_calls(n: u32, stop_on_error: bool, mut call: impl FnMut() -> Result) -> 
     let mut lat: KVVec<u64> = KVVec::with_capacity(n as usize, GFP_KERNEL)?;
     let (mut errors, mut last_errno) = (0u32, 0i32);
     let mut interrupted = false;
-    let start = Ktime::ktime_get();
+    let start = now_ns();
     for _ in 0..n {
-        let t = Ktime::ktime_get();
+        let t = now_ns();
         match call() {
-            Ok(()) => lat.push((Ktime::ktime_get() - t).to_ns() as u64, GFP_KERNEL)?,
+            Ok(()) => lat.push((now_ns() - t) as u64, GFP_KERNEL)?,
             Err(e) => {
                 errors += 1;
                 last_errno = e.to_errno();
@@ -227,7 +227,7 @@ fn time_calls(n: u32, stop_on_error: bool, mut call: impl FnMut() -> Result) -> 
             }
         }
     }
-    let total_ns = (Ktime::ktime_get() - start).to_ns();
+    let total_ns = now_ns() - start;
     crate::proto::sort::sort_by_key(&mut lat, |x| *x);
     Ok(Timed {
         lat,

@@ -138,6 +138,11 @@ static void rpcrdma_cm_tick_fn(struct work_struct *work)
 			   rpcrdma_cm_tick_period);
 }
 
+struct workqueue_struct *rpcrdma_cm_alloc_wq(const char *name)
+{
+	return alloc_workqueue("%s", WQ_MEM_RECLAIM | WQ_UNBOUND, 0, name);
+}
+
 /* @ctx is passed to rpcrdma_cm_tick_rs() until rpcrdma_cm_tick_stop(). */
 void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms, struct workqueue_struct *wq)
 {

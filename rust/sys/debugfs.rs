@@ -7,7 +7,7 @@
 //! only then releases the data the files point to. No file can outlive its data.
 
 use super::bindings::{
-    c_fn, debugfs_create_dir, debugfs_create_file, debugfs_remove, dentry, rpcrdma_cm_rw_fops,
+    c_fn, debugfs_create_dir, debugfs_create_file_full, debugfs_remove, dentry, rpcrdma_cm_rw_fops,
     rpcrdma_cm_seq_fops, seq_file, seq_write,
 };
 use core::fmt;
@@ -62,8 +62,14 @@ impl fmt::Write for SeqFile<'_> {
 }
 
 /// Called by `debugfs.c` for each read of a file made by [`Dir::file`].
+///
+/// # Safety
+///
+/// Called only by debugfs.c's file operations, with the seq_file or user
+/// buffer of the call and the `private` pointer the file was created with,
+/// valid while the file exists.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
     // The Dir removes the file with debugfs_remove(), which waits for this call
     // to return, before it drops the box `private` points into.
     // SAFETY: `private` is the i_private set by `Dir::add`: an `Arc<dyn Show>`
@@ -81,8 +87,14 @@ extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) ->
 c_fn!(rpcrdma_cm_debugfs_show);
 
 /// Called by `debugfs.c` for each write() to a file made by [`Dir::rw_file`].
+///
+/// # Safety
+///
+/// Called only by debugfs.c's file operations, with the seq_file or user
+/// buffer of the call and the `private` pointer the file was created with,
+/// valid while the file exists.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_debugfs_write(
+unsafe extern "C" fn rpcrdma_cm_debugfs_write(
     private: *mut c_void,
     buf: *const c_char,
     len: usize,
@@ -162,11 +174,12 @@ impl Dir {
         // SAFETY: `name` is NUL-terminated, `self.dentry` our live directory,
         // `fops` one of debugfs.c's static tables; `private` outlives the file.
         from_err_ptr(unsafe {
-            debugfs_create_file(
+            debugfs_create_file_full(
                 name.as_char_ptr(),
                 mode,
                 self.dentry,
                 private.cast_mut().cast(),
+                ptr::null(),
                 fops,
             )
         })?;

@@ -65,8 +65,13 @@ impl Drop for DeviceWatch {
 }
 
 /// Called by ib_client.c's work item after a device was added.
+///
+/// # Safety
+///
+/// Called only by ib_client.c, with the context it was registered with,
+/// valid until it is unregistered.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_device_added_rs(ctx: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_device_added_rs(ctx: *mut c_void) {
     if ctx.is_null() {
         return;
     }

@@ -19,6 +19,7 @@ pub(crate) mod qp;
 pub(crate) mod rdma_cm;
 pub(crate) mod rpc_clnt;
 pub(crate) mod svc;
+pub(crate) mod time;
 pub(crate) mod trace;
 pub(crate) mod wait;
 pub(crate) mod workqueue;

@@ -138,15 +138,25 @@ pub(crate) fn random_u32() -> u32 {
 }
 
 /// Called by param.c before a size parameter takes a value.
+///
+/// # Safety
+///
+/// Called only by param.c's parameter setters, with any string argument
+/// NUL-terminated and valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_size_param_ok(v: u32) -> bool {
+unsafe extern "C" fn rpcrdma_cm_size_param_ok(v: u32) -> bool {
     check_size_param(v).is_ok()
 }
 c_fn!(rpcrdma_cm_size_param_ok);
 
 /// Called by param.c before the `listen` parameter takes a value.
+///
+/// # Safety
+///
+/// Called only by param.c's parameter setters, with any string argument
+/// NUL-terminated and valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
+unsafe extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     if s.is_null() {
         return false;
     }
@@ -158,14 +168,19 @@ extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
 c_fn!(rpcrdma_cm_listen_param_ok);
 
 /// Called by param.c before the `svc_class` parameter takes a value.
+///
+/// # Safety
+///
+/// Called only by param.c's parameter setters, with any string argument
+/// NUL-terminated and valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_class_param_ok(s: *const c_char) -> bool {
+unsafe extern "C" fn rpcrdma_cm_svc_class_param_ok(s: *const c_char) -> bool {
     if s.is_null() {
         return false;
     }
     // SAFETY: the kernel's parameter parser passes a NUL-terminated string valid
     // for this call.
     let s = unsafe { CStr::from_char_ptr(s) };
-    check_svc_class_param(s.as_bytes())
+    check_svc_class_param(s.to_bytes())
 }
 c_fn!(rpcrdma_cm_svc_class_param_ok);

@@ -821,8 +821,14 @@ fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
 }
 
 /// Called by qp.c for each Receive completion of a QP made by `create_qp`.
+///
+/// # Safety
+///
+/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
+/// a live id or QP, with that id's or QP's context and pointers valid for
+/// the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_recv_rs(
+unsafe extern "C" fn rpcrdma_cm_recv_rs(
     owner: *mut c_void,
     qp: *mut rpcrdma_cm_qp,
     b: *mut rpcrdma_cm_buf,
@@ -845,8 +851,14 @@ extern "C" fn rpcrdma_cm_recv_rs(
 c_fn!(rpcrdma_cm_recv_rs);
 
 /// Called by qp.c for each Send completion of a QP made by `create_qp`.
+///
+/// # Safety
+///
+/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
+/// a live id or QP, with that id's or QP's context and pointers valid for
+/// the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_send_rs(
+unsafe extern "C" fn rpcrdma_cm_send_rs(
     owner: *mut c_void,
     qp: *mut rpcrdma_cm_qp,
     wc: *const rpcrdma_cm_wc_info,
@@ -861,8 +873,14 @@ c_fn!(rpcrdma_cm_send_rs);
 
 /// Called by chunk.c when an RDMA Read or Write it did not wait for ended: a
 /// Read posted with a `done` context ([`RwDone`]), or a Write that failed.
+///
+/// # Safety
+///
+/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
+/// a live id or QP, with that id's or QP's context and pointers valid for
+/// the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_rw_done_rs(
+unsafe extern "C" fn rpcrdma_cm_rw_done_rs(
     owner: *mut c_void,
     qp: *mut rpcrdma_cm_qp,
     done: *mut c_void,
@@ -905,8 +923,14 @@ impl RwDone {
 }
 
 /// Called by cm.c for every CM event; non-zero makes the CM destroy `id`.
+///
+/// # Safety
+///
+/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
+/// a live id or QP, with that id's or QP's context and pointers valid for
+/// the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_event_rs(
+unsafe extern "C" fn rpcrdma_cm_event_rs(
     id: *mut rdma_cm_id,
     context: *mut c_void,
     ev: *const rpcrdma_cm_event_info,

@@ -13,9 +13,9 @@ use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::net::SocketAddr;
 use core::ptr::{self, NonNull};
-use kernel::c_str;
 use kernel::ffi::{c_int, c_uint};
 use kernel::prelude::*;
+use kernel::str::as_char_ptr_in_const_context;
 
 use super::bindings::{
     init_net, rpc_call_sync, rpc_clnt, rpc_create, rpc_create_args, rpc_message, rpc_procinfo,
@@ -77,7 +77,7 @@ static NULL_PROC: Table<[rpc_procinfo; 1]> = Table([rpc_procinfo {
     p_replen: 0,
     p_timer: 0,
     p_statidx: 0,
-    p_name: c_str!("NULL").as_char_ptr(),
+    p_name: as_char_ptr_in_const_context(c"NULL"),
 }]);
 
 static COUNTS: KernelOwned<[c_uint; 1]> = KernelOwned(UnsafeCell::new([0]));
@@ -102,7 +102,7 @@ static STATS: KernelOwned<rpc_stat> = KernelOwned(UnsafeCell::new(
 ));
 
 static PROGRAM: Table<rpc_program> = Table(rpc_program {
-    name: c_str!("rpcrdma_cm_ping").as_char_ptr(),
+    name: as_char_ptr_in_const_context(c"rpcrdma_cm_ping"),
     number: NFS_PROGRAM,
     nrvers: (PING_VERSION + 1) as c_uint,
     version: VERSIONS.0.as_ptr().cast_mut(),

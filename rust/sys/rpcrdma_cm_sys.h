@@ -134,6 +134,9 @@ void rpcrdma_cm_live_put(void);
 void rpcrdma_cm_live_wait(void);
 unsigned int rpcrdma_cm_live_count(void);
 
+/* alloc_workqueue() (a macro): an unbound queue that may reclaim, named @name. */
+struct workqueue_struct *rpcrdma_cm_alloc_wq(const char *name);
+
 /* A work item on @wq every @period_ms, calling rpcrdma_cm_tick_rs(@ctx),
  * until rpcrdma_cm_tick_stop(). */
 void rpcrdma_cm_tick_start(void *ctx, unsigned int period_ms, struct workqueue_struct *wq);
@@ -321,6 +324,10 @@ struct xprt_class;
 struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct xprt_class *class,
 					      unsigned int slots);
 void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x);
+struct rpc_task;
+/* An RPC's call and reply buffers (rpc_xprt_ops .buf_alloc/.buf_free). */
+int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task);
+void rpcrdma_cm_rpc_buf_free(struct rpc_task *task);
 /* Completes and unpins a pinned request: @len octets arrived, or @status < 0. */
 void rpcrdma_cm_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst, u32 len, int status);
 /* A backchannel Call (@msg, @len octets of RPC) for the NFS callback service. */

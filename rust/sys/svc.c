@@ -93,7 +93,6 @@ static int rpcrdma_cm_xpo_recvfrom(struct svc_rqst *rqstp)
 	struct svc_xprt *xprt = rqstp->rq_xprt;
 
 	/* Nothing to release unless a request is built. */
-	rqstp->rq_respages = rqstp->rq_pages;
 	rqstp->rq_next_page = rqstp->rq_respages;
 	rqstp->rq_xprt_ctxt = NULL;
 	return rpcrdma_cm_svc_recvfrom_rs(to_x(xprt)->rs, rqstp);
@@ -167,11 +166,19 @@ static const struct svc_xprt_ops rpcrdma_cm_svc_ops = {
 static char rpcrdma_cm_svc_name[16];
 static bool rpcrdma_cm_svc_registered;
 
+/*
+ * The largest READ or WRITE payload nfsd may use over us: 1 MiB, what Linux's
+ * NFS client uses at most. sunrpc's own limit (RPCSVC_MAXPAYLOAD, 4 MiB in
+ * Linux 7.3) would need chunks of more than RPCRDMA_CM_CHUNK_MAX_PAGES pages
+ * when a payload starts inside a page.
+ */
+#define RPCRDMA_CM_SVC_MAX_PAYLOAD (1024 * 1024)
+
 static struct svc_xprt_class rpcrdma_cm_svc_class = {
 	.xcl_name = rpcrdma_cm_svc_name,
 	.xcl_owner = THIS_MODULE,
 	.xcl_ops = &rpcrdma_cm_svc_ops,
-	.xcl_max_payload = RPCSVC_MAXPAYLOAD,
+	.xcl_max_payload = RPCRDMA_CM_SVC_MAX_PAYLOAD,
 };
 
 static struct xprt_class rpcrdma_cm_bc_class;
@@ -253,8 +260,8 @@ static const struct rpc_xprt_ops rpcrdma_cm_bc_ops = {
 	.alloc_slot = xprt_alloc_slot,
 	.free_slot = xprt_free_slot,
 	.release_request = xprt_release_rqst_cong,
-	.buf_alloc = rpc_malloc,
-	.buf_free = rpc_free,
+	.buf_alloc = rpcrdma_cm_rpc_buf_alloc,
+	.buf_free = rpcrdma_cm_rpc_buf_free,
 	.send_request = rpcrdma_cm_bc_send_request,
 	.wait_for_reply_request = xprt_wait_for_reply_request_def,
 	.close = rpcrdma_cm_bc_close,
@@ -398,26 +405,24 @@ void rpcrdma_cm_svc_received(struct svc_rqst *rqstp)
 
 /*
  * Where a request's argument and reply live (rq_arg, rq_res) and the pages an
- * argument may fill: all of rq_pages but the last two, kept for the reply.
+ * argument may fill: rq_pages, the call's own array (the reply has its own,
+ * rq_respages), all rq_maxpages of them.
  * Rust lays out rq_arg in them and reads rq_res (rust/sys/svc.rs).
  */
 void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_parts *p)
 {
-	long n = rqstp->rq_page_end - rqstp->rq_pages - 2;
-
 	p->arg = &rqstp->rq_arg;
 	p->res = &rqstp->rq_res;
 	p->pages = rqstp->rq_pages;
-	p->arg_pages = n > 0 ? n : 0;
+	p->arg_pages = rqstp->rq_maxpages;
 }
 
 /*
- * rq_arg is laid out and its first @npages pages are the argument's: the
- * reply's pages come after them, and sunrpc hands @ctxt to xpo_release_ctxt.
+ * rq_arg is laid out and its first @npages pages are the argument's; the
+ * reply starts at rq_respages, and sunrpc hands @ctxt to xpo_release_ctxt.
  */
 void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt)
 {
-	rqstp->rq_respages = rqstp->rq_pages + npages;
 	rqstp->rq_next_page = rqstp->rq_respages;
 	rqstp->rq_xprt_ctxt = ctxt;
 	rqstp->rq_prot = IPPROTO_MAX;

@@ -525,7 +525,7 @@ impl<'a> XdrMsg<'a> {
     pub(crate) fn wrap_pages(&self, qp: &Qp, offset: u32, len: u32) -> Result<Chunk> {
         if offset
             .checked_add(len)
-            .map_or(true, |end| end > self.buf.page_len)
+            .is_none_or(|end| end > self.buf.page_len)
         {
             return Err(EINVAL);
         }
@@ -706,8 +706,13 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn SvcXprtOps> {
     unsafe { &*rs.cast::<Arc<dyn SvcXprtOps>>() }
 }
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_create_rs(
+unsafe extern "C" fn rpcrdma_cm_svc_create_rs(
     x: *mut rpcrdma_cm_svc_xprt,
     net: *mut super::bindings::net,
     sa: *const super::bindings::sockaddr,
@@ -736,8 +741,13 @@ extern "C" fn rpcrdma_cm_svc_create_rs(
 }
 c_fn!(rpcrdma_cm_svc_create_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_accept_rs(
+unsafe extern "C" fn rpcrdma_cm_svc_accept_rs(
     rs: *mut c_void,
     more: *mut bool,
 ) -> *mut rpcrdma_cm_svc_xprt {
@@ -749,8 +759,13 @@ extern "C" fn rpcrdma_cm_svc_accept_rs(
 }
 c_fn!(rpcrdma_cm_svc_accept_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) -> c_int {
     let mut rq = SvcRqst {
         raw: rqstp,
         received: false,
@@ -764,8 +779,13 @@ extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) 
 }
 c_fn!(rpcrdma_cm_svc_recvfrom_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_sendto_rs(
+unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
     rs: *mut c_void,
     rqstp: *mut svc_rqst,
     ctxt: *mut c_void,
@@ -787,23 +807,42 @@ extern "C" fn rpcrdma_cm_svc_sendto_rs(
 }
 c_fn!(rpcrdma_cm_svc_sendto_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_result_payload_rs(ctxt: *mut c_void, offset: u32, len: u32) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
+    ctxt: *mut c_void,
+    offset: u32,
+    len: u32,
+) -> c_int {
     // SAFETY: as in rpcrdma_cm_svc_sendto_rs (C checks it is not null).
     let call = unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() };
     call.result_payload(offset, len)
 }
 c_fn!(rpcrdma_cm_svc_result_payload_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
     // SAFETY: boxed by `accept_call`; sunrpc releases each context once.
     drop(unsafe { KBox::from_raw(ctxt.cast::<Arc<dyn SvcCall>>()) });
 }
 c_fn!(rpcrdma_cm_svc_release_ctxt_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
     if !rs.is_null() {
         // SAFETY: a live transport's context.
         unsafe { ops(rs) }.detach();
@@ -811,8 +850,13 @@ extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
 }
 c_fn!(rpcrdma_cm_svc_detach_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) -> c_int {
     if rs.is_null() || msg.is_null() {
         return -(kernel::bindings::ENOTCONN as c_int);
     }
@@ -826,8 +870,13 @@ extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) ->
 }
 c_fn!(rpcrdma_cm_svc_bc_send_rs);
 
+/// # Safety
+///
+/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
+/// is the context svc.c holds for a live transport, listener or request,
+/// and the other pointers are sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_svc_free_rs(rs: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_svc_free_rs(rs: *mut c_void) {
     // SAFETY: the context box, freed once: sunrpc frees each transport once.
     drop(unsafe { KBox::from_raw(rs.cast::<Arc<dyn SvcXprtOps>>()) });
 }

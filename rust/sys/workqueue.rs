@@ -18,14 +18,13 @@
 //! on them).
 
 use super::bindings::{
-    c_fn, rpcrdma_cm_live_wait, rpcrdma_cm_tick_start, rpcrdma_cm_tick_stop, workqueue_struct,
+    c_fn, rpcrdma_cm_alloc_wq, rpcrdma_cm_live_wait, rpcrdma_cm_tick_start, rpcrdma_cm_tick_stop,
+    workqueue_struct,
 };
 use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use kernel::bindings::{
-    alloc_workqueue, destroy_workqueue, wq_flags_WQ_MEM_RECLAIM, wq_flags_WQ_UNBOUND,
-};
+use kernel::bindings::destroy_workqueue;
 use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -36,15 +35,9 @@ static WQ: AtomicPtr<workqueue_struct> = AtomicPtr::new(ptr::null_mut());
 static RECV_WQ: AtomicPtr<workqueue_struct> = AtomicPtr::new(ptr::null_mut());
 
 fn alloc_wq(name: &CStr) -> Result<NonNull<workqueue_struct>> {
-    // SAFETY: `name` is a NUL-terminated format without conversions, so no
-    // variadic argument follows; the queue is freed by `destroy_wq`.
-    let wq = unsafe {
-        alloc_workqueue(
-            name.as_char_ptr(),
-            wq_flags_WQ_MEM_RECLAIM | wq_flags_WQ_UNBOUND,
-            0,
-        )
-    };
+    // SAFETY: `name` is NUL-terminated (the C side formats it with "%s"); the
+    // queue is freed by `destroy_wq`.
+    let wq = unsafe { rpcrdma_cm_alloc_wq(name.as_char_ptr()) };
     NonNull::new(wq).ok_or(ENOMEM)
 }
 
@@ -163,8 +156,13 @@ impl Drop for Tick {
 }
 
 /// Called by cm.c's tick work.
+///
+/// # Safety
+///
+/// Called only by cm.c's tick work, with the `ctx` given to
+/// `rpcrdma_cm_tick_start()`, valid until `rpcrdma_cm_tick_stop()` returns.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_tick_rs(ctx: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_tick_rs(ctx: *mut c_void) {
     if ctx.is_null() {
         return;
     }

@@ -140,13 +140,37 @@ drop:
 	return -ENOTCONN;
 }
 
+/*
+ * An RPC's call and reply buffers, in one allocation: @rq_callsize octets for
+ * the call, then @rq_rcvsize for the reply (sunrpc no longer exports
+ * rpc_malloc()). rpc_task_gfp_mask() keeps rpciod from sleeping in reclaim:
+ * on -ENOMEM, sunrpc delays the task and calls again.
+ */
+int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+	char *buf;
+
+	buf = kmalloc(rqst->rq_callsize + rqst->rq_rcvsize, rpc_task_gfp_mask() | __GFP_NOWARN);
+	if (!buf)
+		return -ENOMEM;
+	rqst->rq_buffer = buf;
+	rqst->rq_rbuffer = buf + rqst->rq_callsize;
+	return 0;
+}
+
+void rpcrdma_cm_rpc_buf_free(struct rpc_task *task)
+{
+	kfree(task->tk_rqstp->rq_buffer);
+}
+
 static void rpcrdma_cm_xprt_buf_free(struct rpc_task *task)
 {
 	struct rpc_rqst *rqst = task->tk_rqstp;
 
 	/* Chunks of a call whose Reply never came are released now. */
 	rpcrdma_cm_xprt_buf_free_rs(to_x(rqst->rq_xprt)->rs, be32_to_cpu(rqst->rq_xid));
-	rpc_free(task);
+	rpcrdma_cm_rpc_buf_free(task);
 }
 
 void rpcrdma_cm_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst, u32 len, int status)
@@ -223,12 +247,12 @@ static void rpcrdma_cm_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int reqs)
 
 int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 {
-	struct svc_serv *serv = xprt->bc_serv;
 	struct rpcrdma_cm_bc_rqst *b;
 	struct rpc_rqst *rqst;
 	struct xdr_buf *buf;
 
-	if (!serv || len < 8 || len > PAGE_SIZE)
+	/* A hint only: xprt_enqueue_bc_request() looks again under bc_pa_lock. */
+	if (!READ_ONCE(xprt->bc_serv) || len < 8 || len > PAGE_SIZE)
 		return -EINVAL;
 	spin_lock(&xprt->bc_pa_lock);
 	rqst = list_first_entry_or_null(&xprt->bc_pa_list, struct rpc_rqst, rq_bc_pa_list);
@@ -262,7 +286,7 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 		rqst->rq_xprt = xprt;
 		__set_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
 	}
-	/* Dropped by bc_free_rqst; none left: the transport is going away. */
+	/* Held across the enqueue; none left: the transport is going away. */
 	if (!xprt_get(xprt)) {
 		spin_lock(&xprt->bc_pa_lock);
 		list_add_tail(&rqst->rq_bc_pa_list, &xprt->bc_pa_list);
@@ -281,8 +305,13 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 	buf->len = len;
 	/* svc_process_bc() encodes the Reply there (rq_res is this buffer). */
 	xdr_buf_init(&rqst->rq_snd_buf, b->reply, PAGE_SIZE);
-	lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
-	svc_pool_wake_idle_thread(&serv->sv_pools[0]);
+	/*
+	 * To the callback service under bc_pa_lock, which its shutdown takes
+	 * to clear bc_serv; the request holds its own transport reference,
+	 * dropped by bc_free_rqst (at once when the service is gone).
+	 */
+	xprt_enqueue_bc_request(rqst);
+	xprt_put(xprt);
 	return 0;
 }
 
@@ -316,7 +345,7 @@ static const struct rpc_xprt_ops rpcrdma_cm_xprt_ops = {
 	.rpcbind = rpcb_getport_async,
 	.set_port = rpcrdma_cm_xprt_set_port_rs,
 	.connect = rpcrdma_cm_xprt_connect,
-	.buf_alloc = rpc_malloc,
+	.buf_alloc = rpcrdma_cm_rpc_buf_alloc,
 	.buf_free = rpcrdma_cm_xprt_buf_free,
 	.send_request = rpcrdma_cm_xprt_send_request,
 	.close = rpcrdma_cm_xprt_close,

@@ -356,8 +356,13 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn XprtOps> {
     unsafe { &*rs.cast::<Arc<dyn XprtOps>>() }
 }
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
     // SAFETY: the class's setup op: it is registered while this runs.
     let (Some(x), Some(factory)) = (NonNull::new(x), unsafe { FACTORY.get() }) else {
         return -(kernel::bindings::ENODEV as c_int);
@@ -383,8 +388,13 @@ extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) 
 }
 c_fn!(rpcrdma_cm_xprt_create_rs);
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_connect_rs(rs: *mut c_void) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_xprt_connect_rs(rs: *mut c_void) -> c_int {
     // SAFETY: a live transport's context (C calls between setup and destroy).
     unsafe { ops(rs) }.connect()
 }
@@ -392,8 +402,14 @@ c_fn!(rpcrdma_cm_xprt_connect_rs);
 
 /// close: the connection goes, and with it its credits (see
 /// [`RpcXprt::reset_cong`]).
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.close();
     if let Some(x) = NonNull::new(x) {
@@ -403,8 +419,17 @@ extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void) {
 }
 c_fn!(rpcrdma_cm_xprt_close_rs);
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_send_rs(rs: *mut c_void, rqst: *mut rpc_rqst, ddp: bool) -> c_int {
+unsafe extern "C" fn rpcrdma_cm_xprt_send_rs(
+    rs: *mut c_void,
+    rqst: *mut rpc_rqst,
+    ddp: bool,
+) -> c_int {
     // SAFETY: sunrpc's request, in send_request (transport locked).
     if unsafe { (*rqst).rq_rcv_buf.flags } & XDRBUF_SPARSE_PAGES != 0 {
         // SAFETY: as above; nothing else touches its receive buffer now.
@@ -461,22 +486,37 @@ unsafe fn fill_sparse_pages(buf: *mut xdr_buf) -> Result {
     Ok(())
 }
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
+unsafe extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.buf_free(xid)
 }
 c_fn!(rpcrdma_cm_xprt_buf_free_rs);
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
+unsafe extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.bc_maxpayload()
 }
 c_fn!(rpcrdma_cm_xprt_bc_maxpayload_rs);
 
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_free_rs(rs: *mut c_void) {
+unsafe extern "C" fn rpcrdma_cm_xprt_free_rs(rs: *mut c_void) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
     unsafe { ops(rs) }.destroy();
     // SAFETY: the context box, freed once: sunrpc destroys each transport once.
@@ -554,8 +594,14 @@ unsafe fn set_port_strings(x: *mut rpc_xprt, port: u16) {
 
 /// The address strings of a new transport, as xprtrdma formats them
 /// (mountstats, rpcbind and the NFS client read them).
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_format_rs(x: *mut rpc_xprt) {
+unsafe extern "C" fn rpcrdma_cm_xprt_format_rs(x: *mut rpc_xprt) {
     use super::bindings::{
         rpc_display_format_t_RPC_DISPLAY_ADDR as ADDR,
         rpc_display_format_t_RPC_DISPLAY_HEX_ADDR as HEX_ADDR,
@@ -593,8 +639,14 @@ c_fn!(rpcrdma_cm_xprt_format_rs);
 
 /// Frees the address strings [`rpcrdma_cm_xprt_format_rs`] and set_port
 /// made (those two point to static strings).
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_unformat_rs(x: *mut rpc_xprt) {
+unsafe extern "C" fn rpcrdma_cm_xprt_unformat_rs(x: *mut rpc_xprt) {
     use super::bindings::{
         rpc_display_format_t_RPC_DISPLAY_NETID as NETID,
         rpc_display_format_t_RPC_DISPLAY_PROTO as PROTO,
@@ -612,8 +664,14 @@ extern "C" fn rpcrdma_cm_xprt_unformat_rs(x: *mut rpc_xprt) {
 c_fn!(rpcrdma_cm_xprt_unformat_rs);
 
 /// set_port: rpcbind found the server's port.
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_set_port_rs(x: *mut rpc_xprt, port: c_ushort) {
+unsafe extern "C" fn rpcrdma_cm_xprt_set_port_rs(x: *mut rpc_xprt, port: c_ushort) {
     // SAFETY: sunrpc's transport, in its op; the port is at the same place
     // in sockaddr_in and sockaddr_in6 (rpc_set_port() relies on that too).
     unsafe {
@@ -625,8 +683,14 @@ c_fn!(rpcrdma_cm_xprt_set_port_rs);
 
 /// timer: an RPC timed out on a connected transport. RDMA has no keepalive,
 /// so reconnect and retransmit (as xprtrdma).
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_timer_rs(x: *mut rpc_xprt, _task: *mut rpc_task) {
+unsafe extern "C" fn rpcrdma_cm_xprt_timer_rs(x: *mut rpc_xprt, _task: *mut rpc_task) {
     // SAFETY: sunrpc's live transport, in its op.
     unsafe { xprt_force_disconnect(x) };
 }
@@ -634,8 +698,14 @@ c_fn!(rpcrdma_cm_xprt_timer_rs);
 
 /// set_connect_timeout, as xprtrdma's: shorter connect and reconnect timeouts
 /// (never under twice the reconnect delay) for mounts that ask for them.
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_set_connect_timeout_rs(
+unsafe extern "C" fn rpcrdma_cm_xprt_set_connect_timeout_rs(
     x: *mut rpc_xprt,
     connect_timeout: c_ulong,
     reconnect_timeout: c_ulong,
@@ -663,8 +733,14 @@ extern "C" fn rpcrdma_cm_xprt_set_connect_timeout_rs(
 c_fn!(rpcrdma_cm_xprt_set_connect_timeout_rs);
 
 /// print_stats: xprtrdma's "xprt: rdma" line of mountstats, column for column.
+///
+/// # Safety
+///
+/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
+/// transport of ours (`rs` its Rust context), and the other pointers are
+/// sunrpc's, valid for the call.
 #[no_mangle]
-extern "C" fn rpcrdma_cm_xprt_print_stats_rs(x: *mut rpc_xprt, seq: *mut seq_file) {
+unsafe extern "C" fn rpcrdma_cm_xprt_print_stats_rs(x: *mut rpc_xprt, seq: *mut seq_file) {
     let mut st = MountStats::default();
     // SAFETY: a mount's live transport, in its op: its context is set.
     let rs = unsafe { (*x.cast::<rpcrdma_cm_xprt>()).rs };
