@@ -4,6 +4,11 @@
  * which creates them (debugfs_create_file) with one of the two
  * file_operations tables here: single_open() plumbing, and for writable
  * files the copy of written text from user space.
+ *
+ * .owner = THIS_MODULE is why these tables stay in C rather than moving to
+ * the kernel crate's kernel::debugfs (Linux 7.3), whose tables have no owner:
+ * an open file must pin the module, or its ->release would be read from the
+ * freed module after rmmod (see rust/sys/debugfs.rs).
  */
 
 #include <linux/fs.h>

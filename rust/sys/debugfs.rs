@@ -5,6 +5,16 @@
 //! A [`Dir`] owns its files: dropping it removes the directory recursively with
 //! `debugfs_remove()`, which waits until no reader is inside a file's `show`, and
 //! only then releases the data the files point to. No file can outlive its data.
+//!
+//! The files' `file_operations` (debugfs.c) have `.owner = THIS_MODULE`, so an
+//! open file pins the module: `rmmod` fails with "in use" until it is closed
+//! (the selftests' runner relies on this, `SELFTEST_INJECT_LEAK`). That is why
+//! the module does not use the kernel crate's `kernel::debugfs` (Linux 7.3):
+//! its tables (rust/kernel/debugfs/file_ops.rs, `ReadFile` and `ReadWriteFile`)
+//! leave `owner` NULL, so an open file would not pin the module, and once the
+//! module is gone, closing the file would make debugfs (fs/debugfs/file.c,
+//! `full_proxy_release`) read `->release` from a table in the freed module.
+//! Those tables are monomorphised into this module; it cannot add an owner.
 
 use super::bindings::{
     c_fn, debugfs_create_dir, debugfs_create_file_full, debugfs_remove, dentry, rpcrdma_cm_rw_fops,
