@@ -27,6 +27,7 @@ ALL_TESTS="
 	debugfs_stats_format
 	module_parameters_visible
 	module_unload_removes_debugfs
+	debugfs_open_file_pins_module
 	module_reload_without_selftest
 	params_refuse_bad_values
 	rust_client_server_size_matrix
@@ -141,6 +142,32 @@ module_unload_removes_debugfs() {
 	! module_loaded || { fail "still loaded"; return 1; }
 	[ ! -e "$DBG" ] || { fail "$DBG left behind"; return 1; }
 	klog | grep -q 'rpcrdma_cm: unloaded' || fail "no 'unloaded' message"
+}
+
+# An open file of $DBG holds a reference on the module (its file_operations'
+# .owner), so rmmod is refused until it is closed: no file can be closed after
+# its code is gone (rust/sys/debugfs.rs says why kernel::debugfs is not used).
+debugfs_open_file_pins_module() {
+	local fd line= ok=0
+	load_module || return 1
+	exec {fd}<"$DBG/stats" || { fail "cannot open $DBG/stats"; return 1; }
+	ktap_print_msg "refcnt with $DBG/stats open: $(cat /sys/module/rpcrdma_cm/refcnt)"
+	if diag rmmod rpcrdma_cm; then
+		fail "rmmod succeeded while $DBG/stats was open"
+		ok=1
+	elif ! module_loaded; then
+		fail "rmmod failed, yet the module is gone"
+		ok=1
+	else
+		read -r line <&"$fd" || { fail "the open file reads nothing"; ok=1; }
+		[[ "$line" =~ ^[a-z0-9_]+\ [0-9]+$ ]] || { fail "first line of the open file: '$line'"; ok=1; }
+	fi
+	exec {fd}<&-
+	if module_loaded; then
+		diag rmmod rpcrdma_cm || { fail "rmmod refused once the file was closed"; return 1; }
+	fi
+	[ ! -e "$DBG" ] || { fail "$DBG left behind"; return 1; }
+	return "$ok"
 }
 
 module_reload_without_selftest() {
