@@ -13,7 +13,7 @@ obj-$(CONFIG_RPCRDMA_CM) += rpcrdma_cm.o
 # abstraction layer, linked into one module like Rust Binder.
 rpcrdma_cm-y := rust/rpcrdma_cm_main.o rust/sys/param.o rust/sys/debugfs.o \
 	rust/sys/cm.o rust/sys/qp.o rust/sys/chunk.o rust/sys/ib_client.o rust/sys/svc.o \
-	rust/sys/trace.o rust/sys/xprt.o
+	rust/sys/trace.o rust/sys/xprt.o rust/sys/kunit.o
 # The tracepoint header is found by define_trace.h through this path.
 CFLAGS_rust/sys/trace.o := -I$(src)/rust/sys
 

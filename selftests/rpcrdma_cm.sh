@@ -24,6 +24,7 @@ ALL_TESTS="
 	rxe_on_dummy
 	module_load_with_selftest
 	selftest_vectors_pass_in_kernel
+	kunit_vectors_pass
 	debugfs_stats_format
 	module_parameters_visible
 	module_unload_removes_debugfs
@@ -118,6 +119,23 @@ selftest_vectors_pass_in_kernel() {
 	ktap_print_msg "vectors: $expected, passed in kernel: $passed, failed: $failed"
 	klog | grep -q "rpcrdma_cm: selftest: $passed passed, 0 failed" || fail "no selftest summary in dmesg"
 	[ "$expected" -gt 0 ] && [ "$passed" = "$expected" ] && [ "$failed" = 0 ]
+}
+
+# kunit_vectors_pass: on a kernel with KUnit (the test kernel: CONFIG_KUNIT=y),
+# the module's suite rpcrdma_cm_vectors runs when it loads, with no
+# parameter: both cases (one per vector group) pass, no vector is named as
+# failed, and the results stay readable in KUnit's debugfs until rmmod.
+kunit_vectors_pass() {
+	local r=/sys/kernel/debug/kunit/rpcrdma_cm_vectors/results ok=0
+	grep -q '^CONFIG_KUNIT=y' "$KSRC/.config" || { fail "the test kernel has no CONFIG_KUNIT=y"; return 1; }
+	load_module || return 1
+	[ -r "$r" ] || { fail "no $r"; return 1; }
+	diag grep -E 'ok|vector' "$r"
+	grep -qE '^ +ok 1 parse_vectors$' "$r" || { fail "parse_vectors did not pass"; ok=1; }
+	grep -qE '^ +ok 2 negotiate_vectors$' "$r" || { fail "negotiate_vectors did not pass"; ok=1; }
+	grep -qE '^ok 1 rpcrdma_cm_vectors$' "$r" || { fail "the suite did not pass"; ok=1; }
+	! grep -qE 'not ok|vector .* failed' "$r" || { fail "a vector failed"; ok=1; }
+	return $ok
 }
 
 debugfs_stats_format() {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Test vectors shared by the host tests (`cargo test`) and the in-kernel self-test
-//! (module parameter `selftest=1`), so one table proves the same code in both builds.
+//! Test vectors shared by the host tests (`cargo test`) and the in-kernel checks
+//! (module parameter `selftest=1`, and the KUnit suite `rpcrdma_cm_vectors` on
+//! kernels with `CONFIG_KUNIT=y`), so one table proves the same code in both builds.
 //!
 //! The Linux vectors are the bytes the C peers really send (Linux 6.12): the
 //! xprtrdma client offers R=1, 4096/4096; svcrdma answers R=0, 4096/4096 (or its

@@ -14,6 +14,7 @@ pub(crate) mod class_slot;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib_client;
+pub(crate) mod kunit;
 pub(crate) mod param;
 pub(crate) mod qp;
 pub(crate) mod rdma_cm;

@@ -369,4 +369,13 @@ void rpcrdma_cm_client_unregister(void);
 /* Implemented in Rust (rust/sys/ib_client.rs). */
 void rpcrdma_cm_device_added_rs(void *ctx);
 
+/* kunit.c: the KUnit suite's reports ----------------------------------------- */
+
+/*
+ * Fails the KUnit test the current task runs, logging "vector NAME failed"
+ * (NAME: len bytes, not NUL-terminated); does nothing outside a KUnit test or
+ * without CONFIG_KUNIT.
+ */
+void rpcrdma_cm_kunit_vector_failed(const char *name, int len);
+
 #endif /* RPCRDMA_CM_SYS_H */
