@@ -46,7 +46,6 @@ use crate::proto::negotiate::{negotiate, Negotiated, Role};
 use crate::proto::pvt_data::{parse, Outcome, PrivateData};
 use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::debugfs::{SeqFile, Show};
-use crate::sys::errno::enotconn;
 use crate::sys::param;
 use crate::sys::qp::{Qp, QpAttr, SEND_BATCH};
 use crate::sys::rdma_cm::{
@@ -444,7 +443,7 @@ impl State {
     fn disconnect(&self, id: u32) -> Result {
         let conn = self.find(id)?;
         if !conn.close(Closed::ClosedByUser, 0) {
-            return Err(enotconn());
+            return Err(ENOTCONN);
         }
         self.stats.inc(Counter::UserDisconnects);
         Ok(())
@@ -703,7 +702,7 @@ impl Conn {
                 return Closing::Already;
             }
             trace::closed(self.id, why.name(), status);
-            g.x.fail_all(enotconn().to_errno());
+            g.x.fail_all(ENOTCONN.to_errno());
             // nfsd closes its transport (xpo_detach follows).
             if let Some(x) = &g.svc {
                 x.close();

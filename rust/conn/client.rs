@@ -35,7 +35,6 @@ use crate::proto::ulb::{compound_res_head, nfs4_op_max_reply, NFS_PROGRAM};
 use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::errno::{emsgsize, enotconn, eproto, eremoteio, etimedout};
 use crate::sys::qp::Qp;
 use crate::sys::time::now_ns;
 use crate::sys::wait::Waited;
@@ -171,7 +170,7 @@ impl<'a> Req<'a> {
             CallSpec::Nfs(nfs) => {
                 let mut ops = [Op::PutRootFh; 3];
                 let k = nfs_ops(nfs, &mut ops);
-                encode_compound(&mut w, &ops[..k]).map_err(|_| emsgsize())?;
+                encode_compound(&mut w, &ops[..k]).map_err(|_| EMSGSIZE)?;
             }
             _ => {}
         }
@@ -294,7 +293,7 @@ impl Conn {
             let g = self.inner.lock();
             match (g.cm.get(), &g.negotiated) {
                 (Some(_), Some(n)) if g.state.is_established() => *n,
-                _ => return Err(enotconn()),
+                _ => return Err(ENOTCONN),
             }
         };
         let shape = RpcShape {
@@ -306,10 +305,10 @@ impl Conn {
             max_reply_len: req.max_reply,
             reply_ddp_len: req.reply_ddp,
         };
-        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| emsgsize())?;
+        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| EMSGSIZE)?;
         rec.call = call_plan_name(&p.call);
         rec.reply = reply_plan_name(&p.reply);
-        let one_segment = |s: u32| if s == 1 { Ok(()) } else { Err(emsgsize()) };
+        let one_segment = |s: u32| if s == 1 { Ok(()) } else { Err(EMSGSIZE) };
         match p.call {
             CallPlan::Inline => {}
             CallPlan::ReadChunk { segments, .. } | CallPlan::PositionZero { segments, .. } => {
@@ -331,8 +330,8 @@ impl Conn {
             let mut g = self.inner.lock();
             loop {
                 let qp = match g.cm.get() {
-                    Some(cm) if g.state.is_established() => cm.qp().ok_or_else(enotconn)?,
-                    _ => return Err(enotconn()),
+                    Some(cm) if g.state.is_established() => cm.qp().ok_or(ENOTCONN)?,
+                    _ => return Err(ENOTCONN),
                 };
                 let receives = qp.recv_buffers().posting;
                 if g.x.outstanding < client_window(g.x.credits, receives, QP_DEPTH) {
@@ -513,14 +512,12 @@ impl Conn {
             let mut at = h;
             if !nomsg {
                 let end = at + hn;
-                buf.get_mut(at..end)
-                    .ok_or_else(emsgsize)?
-                    .copy_from_slice(head);
+                buf.get_mut(at..end).ok_or(EMSGSIZE)?.copy_from_slice(head);
                 at = end;
                 if data_inline {
                     // The data item and its XDR pad; in a Read chunk, neither.
                     let (d, p) = (data_len as usize, pad as usize);
-                    let room = buf.get_mut(at..at + d + p).ok_or_else(emsgsize)?;
+                    let room = buf.get_mut(at..at + d + p).ok_or(EMSGSIZE)?;
                     pattern_into(&mut room[..d], seed, 0);
                     room[d..].fill(0);
                     at += d + p;
@@ -556,7 +553,7 @@ impl Conn {
         };
         if !honest {
             self.count(X::ChunkErrors, 1);
-            return Err(eproto());
+            return Err(EPROTO);
         }
         // The RPC reply message as far as it is in memory we can read directly:
         // the Send's RPC part, or the whole Reply chunk.
@@ -576,7 +573,7 @@ impl Conn {
             Ok(r) if r.xid == xid => r,
             _ => {
                 self.count(X::RpcErrors, 1);
-                return Err(eproto());
+                return Err(EPROTO);
             }
         };
         rec.result = status_name(&r.status);
@@ -616,7 +613,7 @@ impl Conn {
                 let s = decode_compound(results, r.results, &ops[..k], moved.is_some()).map_err(
                     |_| {
                         self.count(X::RpcErrors, 1);
-                        eproto()
+                        EPROTO
                     },
                 )?;
                 rec.nfs = Some(s);
@@ -624,14 +621,14 @@ impl Conn {
                     let mut h = FNV_BASIS;
                     match (at, moved) {
                         (Some(at), _) => {
-                            let d = msg.get(at..at + len as usize).ok_or_else(eproto)?;
+                            let d = msg.get(at..at + len as usize).ok_or(EPROTO)?;
                             h = fnv1a64(h, d);
                         }
                         (None, Some(w)) if w == len => {
                             let c = chunks.reply.as_mut().ok_or(EINVAL)?;
                             scan(c, 0, len, |_, d| h = fnv1a64(h, d))?;
                         }
-                        _ => return Err(eproto()),
+                        _ => return Err(EPROTO),
                     }
                     rec.data_fnv = Some(h);
                 }
@@ -698,7 +695,7 @@ impl Conn {
             Waited::Woken(j) => Ok(j),
             Waited::Timeout => {
                 self.count(X::RpcTimeouts, 1);
-                Err(etimedout())
+                Err(ETIMEDOUT)
             }
             Waited::Killed => Err(EINTR),
         };
@@ -736,7 +733,7 @@ impl Conn {
         let outcome = match decode(data, &Limits::DEFAULT) {
             Err((xid, _)) => {
                 self.count(X::HeaderErrors, 1);
-                xid.map(|x| (x, Err(eproto().to_errno()), None))
+                xid.map(|x| (x, Err(EPROTO.to_errno()), None))
             }
             Ok(h) => Some((h.xid, self.reply_done(&h, data), Some(h.credits))),
         };
@@ -777,7 +774,7 @@ impl Conn {
         let chunks = match h.body {
             Body::Error(_) => {
                 self.count(X::RdmaErrorReceived, 1);
-                return Err(eremoteio().to_errno());
+                return Err(EREMOTEIO.to_errno());
             }
             Body::Msg(c) | Body::NoMsg(c) => c,
         };
@@ -789,7 +786,7 @@ impl Conn {
         if let Body::NoMsg(_) = h.body {
             let Some(total) = chunks.reply_chunk().map(|s| s.total_len()) else {
                 self.count(X::HeaderErrors, 1);
-                return Err(eproto().to_errno());
+                return Err(EPROTO.to_errno());
             };
             self.count(X::RepliesReplyChunk, 1);
             done.reply_len = n32(total as usize);

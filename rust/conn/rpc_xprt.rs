@@ -45,10 +45,6 @@ use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
 
 use crate::sys::chunk::Chunk;
-use crate::sys::errno::{
-    econnrefused, econnreset, ehostunreach, emsgsize, enetdown, enetunreach, enobufs, enotconn,
-    etimedout,
-};
 use crate::sys::qp::{Qp, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Net};
 use crate::sys::svc::XdrMsg;
@@ -239,13 +235,13 @@ impl Drop for Entered<'_> {
 /// the ones it retries (or fails at once for a mount that must not wait).
 fn connect_errno(why: Closed) -> Error {
     match why {
-        Closed::Rejected => econnrefused(),
-        Closed::Unreachable | Closed::RouteError | Closed::RouteFailed => enetunreach(),
-        Closed::AddrError | Closed::ResolveFailed => ehostunreach(),
-        Closed::ConnectError => econnreset(),
+        Closed::Rejected => ECONNREFUSED,
+        Closed::Unreachable | Closed::RouteError | Closed::RouteFailed => ENETUNREACH,
+        Closed::AddrError | Closed::ResolveFailed => EHOSTUNREACH,
+        Closed::ConnectError => ECONNRESET,
         // Never -ENODEV: sunrpc would fail even a hard mount's calls.
-        Closed::DeviceRemoved => enetdown(),
-        _ => enotconn(),
+        Closed::DeviceRemoved => ENETDOWN,
+        _ => ENOTCONN,
     }
 }
 
@@ -309,7 +305,7 @@ impl ClientXprt {
             conn.close(Closed::ResolveFailed, e.to_errno());
             drop(cm);
             this.forget(&conn);
-            return Err(ehostunreach());
+            return Err(EHOSTUNREACH);
         }
         // Closed meanwhile: the id goes.
         conn.adopt_id(cm);
@@ -318,7 +314,7 @@ impl ClientXprt {
                 let mut g = this.inner.lock();
                 // Closed meanwhile (it is no longer ours): sunrpc retries.
                 if !g.is_current(&conn) {
-                    return Err(enotconn());
+                    return Err(ENOTCONN);
                 }
                 g.handed = true;
                 drop(g);
@@ -392,14 +388,14 @@ impl ClientXprt {
     /// The connection in use, a handle on its QP, what it negotiated and the
     /// pages one registration may cover on its device.
     fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated, u32)> {
-        let conn = self.inner.lock().conn.clone().ok_or_else(enotconn)?;
+        let conn = self.inner.lock().conn.clone().ok_or(ENOTCONN)?;
         let (qp, neg, pages) = {
             let g = conn.inner.lock();
             match (g.cm.get(), &g.negotiated) {
                 (Some(cm), Some(n)) if g.state.is_established() => {
-                    (cm.qp().ok_or_else(enotconn)?, *n, g.fr_pages)
+                    (cm.qp().ok_or(ENOTCONN)?, *n, g.fr_pages)
                 }
-                _ => return Err(enotconn()),
+                _ => return Err(ENOTCONN),
             }
         };
         Ok((conn, qp, neg, pages))
@@ -422,8 +418,7 @@ impl ClientXprt {
             let limit = buf.len().min(neg.c2s as usize);
             let buf = &mut buf[..limit];
             let h = encode_msg(buf, &spec).map_err(short)?;
-            rq.msg
-                .read(0, buf.get_mut(h..h + len).ok_or_else(emsgsize)?)?;
+            rq.msg.read(0, buf.get_mut(h..h + len).ok_or(EMSGSIZE)?)?;
             Ok(h + len)
         })?;
         conn.count(X::BcRepliesSent, 1);
@@ -500,7 +495,7 @@ impl ClientXprt {
         }
         let (conn, qp, neg, fr_pages) = self.current()?;
         let (snd, rcv) = (&rq.msg, &rq.rcv);
-        let call_len = u32::try_from(snd.len()).map_err(|_| emsgsize())?;
+        let call_len = u32::try_from(snd.len()).map_err(|_| EMSGSIZE)?;
         // Direct data placement as the upper layer marks it (xprtrdma's
         // rules): WRITE's data pages may go in a Read chunk, READ's and
         // READLINK's receive pages may take a Write chunk.
@@ -521,7 +516,7 @@ impl ClientXprt {
         // planned right.
         let page = kernel::page::PAGE_SIZE as u32;
         let seg_max = segment_room(0, fr_pages).saturating_sub(page).max(page);
-        let p = plan(neg.c2s, neg.s2c, &shape, seg_max).map_err(|_| emsgsize())?;
+        let p = plan(neg.c2s, neg.s2c, &shape, seg_max).map_err(|_| EMSGSIZE)?;
         let mut regs = Regs::default();
         // What of the Call goes in the Send, as (offset, length) in it.
         let mut inline = [(0u32, call_len), (0, 0)];
@@ -611,7 +606,7 @@ impl ClientXprt {
         let old = {
             let mut g = self.inner.lock();
             if !g.is_current(&conn) {
-                return Err(enotconn());
+                return Err(ENOTCONN);
             }
             g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
         };
@@ -623,7 +618,7 @@ impl ClientXprt {
             let mut at = encode_msg(buf, &spec).map_err(short)?;
             for (off, len) in inline {
                 let end = at + len as usize;
-                snd.read(off, buf.get_mut(at..end).ok_or_else(emsgsize)?)?;
+                snd.read(off, buf.get_mut(at..end).ok_or(EMSGSIZE)?)?;
                 at = end;
             }
             sent = at;
@@ -901,12 +896,12 @@ impl XprtOps for ClientOps {
     fn send(&self, rq: &RpcRqst<'_>) -> i32 {
         match self.0.send(rq) {
             Ok(()) => 0,
-            Err(e) if e == enotconn() => e.to_errno(),
+            Err(e) if e == ENOTCONN => e.to_errno(),
             // No Send buffer or memory now: sunrpc tries again later.
-            Err(e) if e == EBUSY || e == ENOMEM => enobufs().to_errno(),
+            Err(e) if e == EBUSY || e == ENOMEM => ENOBUFS.to_errno(),
             Err(e) => {
                 add(&self.0.counts.failed_marshal, 1);
-                if e == emsgsize() {
+                if e == EMSGSIZE {
                     e.to_errno()
                 } else {
                     EIO.to_errno()
@@ -966,7 +961,7 @@ impl Conn {
             g = g2;
             match res {
                 Waited::Woken(l) => left = l,
-                Waited::Timeout | Waited::Killed => return Err(etimedout()),
+                Waited::Timeout | Waited::Killed => return Err(ETIMEDOUT),
             }
         }
     }

@@ -30,7 +30,6 @@ use crate::proto::conn_state::Closed;
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
-use crate::sys::errno::{emsgsize, enotconn};
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
 use crate::sys::rdma_cm::{Net, RwDone, WC_FLUSHED};
 use crate::sys::svc::{
@@ -107,7 +106,7 @@ impl SvcCall for NfsCall {
             return 0;
         }
         if u64::from(len) > room {
-            return -(kernel::bindings::E2BIG as i32);
+            return E2BIG.to_errno();
         }
         let v = ((u64::from(offset) << 32) | u64::from(len)) + 1;
         self.payload.store(v, Ordering::Relaxed);
@@ -210,10 +209,10 @@ impl SvcXprtOps for NfsdConn {
     fn sendto(&self, rq: &SvcRqst<'_>, call: Option<&dyn SvcCall>) -> i32 {
         let conn = &self.0;
         let Some(c) = call.and_then(|c| c.as_any().downcast_ref::<NfsCall>()) else {
-            return -(kernel::bindings::EINVAL as i32);
+            return EINVAL.to_errno();
         };
         let Some(qp) = conn.qp_handle() else {
-            return -(kernel::bindings::ENOTCONN as i32);
+            return ENOTCONN.to_errno();
         };
         match conn.svc_reply(&qp, rq, c) {
             Ok(()) => 0,
@@ -227,11 +226,11 @@ impl SvcXprtOps for NfsdConn {
     fn bc_send(&self, msg: &XdrMsg<'_>) -> i32 {
         let conn = &self.0;
         let Some(qp) = conn.qp_handle() else {
-            return -(kernel::bindings::ENOTCONN as i32);
+            return ENOTCONN.to_errno();
         };
         let mut xid = [0u8; 4];
         if msg.read(0, &mut xid).is_err() {
-            return -(kernel::bindings::EINVAL as i32);
+            return EINVAL.to_errno();
         }
         let spec = MsgSpec {
             xid: u32::from_be_bytes(xid),
@@ -244,9 +243,9 @@ impl SvcXprtOps for NfsdConn {
         // The Call is copied once, from sunrpc's buffer into the Send buffer
         // after the transport header.
         let res = qp.send(None, |buf| {
-            let hl = encode_msg(buf, &spec).map_err(|_| emsgsize())?;
-            let end = hl.checked_add(msg.len()).ok_or_else(emsgsize)?;
-            msg.read(0, buf.get_mut(hl..end).ok_or_else(emsgsize)?)?;
+            let hl = encode_msg(buf, &spec).map_err(|_| EMSGSIZE)?;
+            let end = hl.checked_add(msg.len()).ok_or(EMSGSIZE)?;
+            msg.read(0, buf.get_mut(hl..end).ok_or(EMSGSIZE)?)?;
             Ok(end)
         });
         match res {
@@ -254,8 +253,8 @@ impl SvcXprtOps for NfsdConn {
                 conn.count(X::BcCalls, 1);
                 0
             }
-            Err(e) if e == EBUSY => -(kernel::bindings::EAGAIN as i32),
-            Err(_) => -(kernel::bindings::ENOTCONN as i32),
+            Err(e) if e == EBUSY => EAGAIN.to_errno(),
+            Err(_) => ENOTCONN.to_errno(),
         }
     }
 
@@ -355,7 +354,7 @@ impl Conn {
                 // A new chunk: the previous one ends XDR-aligned, then the
                 // inline part that precedes this one's position.
                 if current.is_some() {
-                    let padded = n32(xdr_align(len as usize).ok_or_else(emsgsize)?);
+                    let padded = n32(xdr_align(len as usize).ok_or(EMSGSIZE)?);
                     pads.push((len, padded - len), GFP_KERNEL)?;
                     len = padded;
                 }
@@ -367,26 +366,26 @@ impl Conn {
                     return Err(EINVAL);
                 }
                 inline.push((len, cursor, end), GFP_KERNEL)?;
-                len = len.checked_add(n32(need)).ok_or_else(emsgsize)?;
+                len = len.checked_add(n32(need)).ok_or(EMSGSIZE)?;
                 cursor = end;
                 current = Some(rs.position);
             }
             if rs.segment.length != 0 {
                 reads.push((len, rs.segment), GFP_KERNEL)?;
-                len = len.checked_add(rs.segment.length).ok_or_else(emsgsize)?;
+                len = len.checked_add(rs.segment.length).ok_or(EMSGSIZE)?;
             }
         }
         if current.is_some() {
-            let padded = n32(xdr_align(len as usize).ok_or_else(emsgsize)?);
+            let padded = n32(xdr_align(len as usize).ok_or(EMSGSIZE)?);
             pads.push((len, padded - len), GFP_KERNEL)?;
             len = padded;
         }
         inline.push((len, cursor, call.inline.len()), GFP_KERNEL)?;
         len = len
             .checked_add(n32(call.inline.len() - cursor))
-            .ok_or_else(emsgsize)?;
+            .ok_or(EMSGSIZE)?;
         if len > rq.arg_room() {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         let mut pages = ArgPages::new(len)?;
         for &(at, from, to) in inline.iter() {
@@ -426,7 +425,7 @@ impl Conn {
                 for r in call.chunks.read_list() {
                     if r.segment.length != 0 {
                         reads.push((len, r.segment), GFP_KERNEL)?;
-                        len = len.checked_add(r.segment.length).ok_or_else(emsgsize)?;
+                        len = len.checked_add(r.segment.length).ok_or(EMSGSIZE)?;
                     }
                 }
                 let arg = if p == 0 {
@@ -434,7 +433,7 @@ impl Conn {
                 } else {
                     Arg::InPlace {
                         position: p,
-                        page_len: n32(xdr_align(len as usize).ok_or_else(emsgsize)?),
+                        page_len: n32(xdr_align(len as usize).ok_or(EMSGSIZE)?),
                     }
                 };
                 Ok(Pull::Direct(DirectPull {
@@ -467,7 +466,7 @@ impl Conn {
                     Arg::InPlace { page_len, .. } => page_len,
                 };
                 if room > rq.arg_room() {
-                    return Err(emsgsize());
+                    return Err(EMSGSIZE);
                 }
                 ArgPages::new(room)?
             }
@@ -563,7 +562,7 @@ impl Conn {
         };
         let res = match status {
             0 => Ok(()),
-            s if s == WC_FLUSHED => Err(enotconn()),
+            s if s == WC_FLUSHED => Err(ENOTCONN),
             _ => Err(EIO),
         };
         self.svc_pull_end(qp, p, 1, res);
@@ -603,7 +602,7 @@ impl Conn {
         }
         let ret = match Arc::new(call, GFP_KERNEL) {
             Ok(c) => rq.accept_call(c, arg),
-            Err(_) => -(kernel::bindings::ENOMEM as i32),
+            Err(_) => ENOMEM.to_errno(),
         };
         if ret < 0 {
             self.count(X::SvcCallsDropped, 1);
@@ -631,8 +630,8 @@ impl Conn {
                 // The rest: what precedes the result and what follows its
                 // XDR padding.
                 let end = off
-                    .checked_add(xdr_align(plen as usize).ok_or_else(emsgsize)?)
-                    .ok_or_else(emsgsize)?
+                    .checked_add(xdr_align(plen as usize).ok_or(EMSGSIZE)?)
+                    .ok_or(EMSGSIZE)?
                     .min(len);
                 let mut rest: KVVec<u8> = KVVec::new();
                 rest.extend_with(off + (len - end), 0, GFP_KERNEL)?;

@@ -19,7 +19,6 @@ use crate::proto::rpc::{
 use crate::proto::ulb::NFS_PROGRAM;
 use crate::proto::xdr::{XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
-use crate::sys::errno::{emsgsize, enotconn, eproto};
 use crate::sys::qp::Qp;
 use crate::sys::time::now_ns;
 use core::fmt;
@@ -70,7 +69,7 @@ impl Conn {
                 self.count(X::RepliesSent, 1);
                 self.count(X::RepliesSentInline, 1);
             }
-            Err(e) if e == emsgsize() => {
+            Err(e) if e == EMSGSIZE => {
                 // The reply does not fit the server-to-client threshold and the
                 // call offered no Reply chunk (RFC 8166 Section 4.5.3).
                 self.count(X::RepliesTooLarge, 1);
@@ -103,7 +102,7 @@ fn serve(out: &mut [u8], call: &[u8]) -> Result<(usize, Option<(usize, u32)>)> {
         Ok(c) => c,
         Err((Some(xid), RpcError::RpcVersion(_))) => return none(encode_rpc_mismatch(out, xid)),
         Err((Some(xid), _)) => return none(encode_accepted(out, xid, AcceptStat::GarbageArgs)),
-        Err((None, _)) => return Err(eproto()),
+        Err((None, _)) => return Err(EPROTO),
     };
     let stat = match (c.prog, c.vers, c.proc_) {
         (NFS_PROGRAM, 3 | 4, 0) => AcceptStat::Success,
@@ -221,7 +220,7 @@ fn time_calls(n: u32, stop_on_error: bool, mut call: impl FnMut() -> Result) -> 
                     interrupted = true;
                     break;
                 }
-                if e == enotconn() || stop_on_error {
+                if e == ENOTCONN || stop_on_error {
                     break;
                 }
             }

@@ -40,7 +40,6 @@ use crate::proto::rpc::echo;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::errno::{emsgsize, enotconn};
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{Completion, WC_FLUSHED};
 
@@ -300,7 +299,7 @@ pub(super) fn n32(v: usize) -> u32 {
 }
 
 pub(super) fn short(_: crate::proto::xdr::Short) -> Error {
-    emsgsize()
+    EMSGSIZE
 }
 
 impl Conn {
@@ -380,7 +379,7 @@ impl Conn {
             }
             crate::sys::trace::fatal(self.id, why, status);
             g.state.advance(ConnState::Disconnecting);
-            g.x.fail_all(enotconn().to_errno());
+            g.x.fail_all(ENOTCONN.to_errno());
         }
         // The tick closes a connection whose disconnect never completes.
         self.touch();
@@ -476,7 +475,7 @@ impl Conn {
 
     /// A call could not be served: `e` says why.
     pub(super) fn call_failed(&self, qp: &Qp, xid: u32, credits: u32, e: Error) {
-        if e == enotconn() {
+        if e == ENOTCONN {
         } else if e == EBUSY {
             self.send_failed(qp, e);
         } else if e == EIO {
@@ -501,7 +500,7 @@ impl Conn {
             .fold(0u64, u64::saturating_add);
         let total = pulled.saturating_add(call.inline.len() as u64);
         if total > u64::from(MAX_CALL) {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         let mut msg = VVec::with_capacity(total as usize + 4, GFP_KERNEL)?;
         let mut cursor = 0usize;
@@ -543,7 +542,7 @@ impl Conn {
     /// chunk of our own memory per segment); returns the segments with the
     /// lengths written, as the reply echoes them.
     pub(super) fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
-        let len = u32::try_from(data.len()).map_err(|_| emsgsize())?;
+        let len = u32::try_from(data.len()).map_err(|_| EMSGSIZE)?;
         self.write_segments(segs, len, |at, k, s| {
             let (at, n) = (at as usize, k as usize);
             let mut c = Chunk::new(qp, k)?;
@@ -568,7 +567,7 @@ impl Conn {
             .map(|s| u64::from(s.length))
             .fold(0u64, u64::saturating_add);
         if u64::from(len) > room {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         let mut out = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
         let mut at = 0u32;
@@ -656,7 +655,7 @@ impl Conn {
             Some(self.push(qp, rchunk, rest)?)
         } else {
             self.count(X::RepliesTooLarge, 1);
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         };
 
         // Send With Invalidate only when both ends set R (RFC 8797 Section 4.1;
@@ -690,7 +689,7 @@ impl Conn {
             let hl = encode_msg(buf, &spec).map_err(short)?;
             let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
             buf.get_mut(hl..hl + body.len())
-                .ok_or_else(emsgsize)?
+                .ok_or(EMSGSIZE)?
                 .copy_from_slice(body);
             sent = hl + body.len();
             Ok(sent)
@@ -719,7 +718,7 @@ impl Conn {
     /// keeps to its credits: the Send buffers are twice the largest grant,
     /// plus those waiting unsignaled for the next signaled Send.
     pub(super) fn send_failed(&self, qp: &Qp, e: Error) {
-        if e == enotconn() {
+        if e == ENOTCONN {
             return;
         }
         let why = if e == EBUSY {

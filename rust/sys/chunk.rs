@@ -21,7 +21,6 @@ use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
 
-use super::errno::emsgsize;
 use super::qp::Qp;
 
 use super::bindings::{
@@ -59,7 +58,7 @@ impl Chunk {
     /// Allocates `len` octets (1 to [`MAX_CHUNK`], zeroed) for `qp`.
     pub(crate) fn new(qp: &Qp, len: u32) -> Result<Chunk> {
         if len == 0 || len > MAX_CHUNK {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         // SAFETY: the handle keeps the QP alive during the call; the chunk
         // takes its own reference.
@@ -88,7 +87,7 @@ impl Chunk {
         len: u32,
     ) -> Result<Chunk> {
         if len == 0 || len > MAX_CHUNK {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         // SAFETY: see above; the handle keeps the QP alive during the call.
         let raw = unsafe { rpcrdma_cm_chunk_wrap(qp.raw(), pages, offset, len) };

@@ -12,7 +12,6 @@ pub(crate) mod bindings;
 pub(crate) mod chunk;
 pub(crate) mod class_slot;
 pub(crate) mod debugfs;
-pub(crate) mod errno;
 pub(crate) mod ib_client;
 pub(crate) mod kunit;
 pub(crate) mod param;

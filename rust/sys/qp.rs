@@ -24,7 +24,6 @@ use super::bindings::{
     rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release, rpcrdma_cm_send_abort,
     rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
-use super::errno::emsgsize;
 
 /// One Send in this many asks for a completion; up to one batch less one of
 /// a QP's Send buffers may wait, unsignaled, for the next signaled Send
@@ -150,7 +149,7 @@ impl Qp {
         // SAFETY: the buffer is ours until posted or aborted (teardown waits for
         // it): `size` octets at `addr`, referenced by no WR.
         let buf = unsafe { core::slice::from_raw_parts_mut(addr, size as usize) };
-        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| emsgsize())) {
+        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| EMSGSIZE)) {
             Ok(n) => n,
             Err(e) => {
                 // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted.

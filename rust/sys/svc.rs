@@ -75,7 +75,7 @@ pub(crate) trait SvcXprtOps: Send + Sync {
     /// xpo_sendto: sends the reply nfsd encoded; `call` is what recvfrom
     /// gave the request.
     fn sendto(&self, _rq: &SvcRqst<'_>, _call: Option<&dyn SvcCall>) -> i32 {
-        -(kernel::bindings::ENOTCONN as i32)
+        ENOTCONN.to_errno()
     }
 
     /// xpo_detach: nfsd closes the transport (another thread may still be in
@@ -85,7 +85,7 @@ pub(crate) trait SvcXprtOps: Send + Sync {
     /// The backchannel sends a reverse-direction Call (`msg`, a whole RPC
     /// message): 0 or a negative errno (`-ENOTCONN` closes the transport).
     fn bc_send(&self, _msg: &XdrMsg<'_>) -> i32 {
-        -(kernel::bindings::ENOTCONN as i32)
+        ENOTCONN.to_errno()
     }
 }
 
@@ -257,7 +257,7 @@ impl SvcXprt {
         };
         x.set_credits(credits.clamp(1, RPCRDMA_CM_SVC_BC_REQUESTS));
         let res = u32::try_from(msg.len())
-            .map_err(|_| super::errno::emsgsize())
+            .map_err(|_| EMSGSIZE)
             .and_then(|n| rq.write(0, msg).map(|()| n));
         rq.complete(res);
         true
@@ -386,7 +386,7 @@ impl SvcRqst<'_> {
         let Some((head, pages, page_len, tail, npages)) = layout else {
             // SAFETY: nothing kept `ctxt`: it came from KBox::into_raw above.
             drop(unsafe { KBox::from_raw(ctxt) });
-            return super::errno::emsgsize().to_errno();
+            return EMSGSIZE.to_errno();
         };
         let len = head.iov_len + page_len as usize + tail.iov_len;
         // SAFETY: rq_arg is this request's, laid out by its transport during
@@ -410,7 +410,7 @@ impl SvcRqst<'_> {
     pub(crate) fn take_arg_pages(&mut self, pages: ArgPages) -> Result {
         let p = self.parts();
         if pages.room() > Self::arg_room_of(&p) {
-            return Err(super::errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         let ArgPages { pages, mut raw } = pages;
         let n = u32::try_from(raw.len()).map_err(|_| EINVAL)?;
@@ -625,7 +625,7 @@ impl ArgPages {
             .checked_add(u32::try_from(data.len()).map_err(|_| EINVAL)?)
             .ok_or(EINVAL)?;
         if end > self.room() {
-            return Err(super::errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         let (mut at, mut from) = (offset as usize, 0usize);
         let page = PAGE as usize;
@@ -666,7 +666,7 @@ impl ArgPages {
         done: RwDone,
     ) -> Result<u32> {
         if offset > self.room() || len > self.room() - offset {
-            return Err(super::errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         let ctx = done.into_c()?;
         // C takes its own page references; `ctx` comes back by rpcrdma_cm_rw_done_rs unless this fails.
@@ -720,11 +720,11 @@ unsafe extern "C" fn rpcrdma_cm_svc_create_rs(
 ) -> c_int {
     // SAFETY: the class's xpo_create: it is registered while this runs.
     let (Some(x), Some(factory)) = (NonNull::new(x), unsafe { FACTORY.get() }) else {
-        return -(kernel::bindings::ENODEV as c_int);
+        return ENODEV.to_errno();
     };
     // SAFETY: nfsd's address for the listener (xpo_create), as long as its family says.
     let Some(ep) = (unsafe { sockaddr_from_c(sa) }) else {
-        return -(kernel::bindings::EAFNOSUPPORT as c_int);
+        return EAFNOSUPPORT.to_errno();
     };
     let net = Net(net);
     match factory
@@ -858,7 +858,7 @@ c_fn!(rpcrdma_cm_svc_detach_rs);
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) -> c_int {
     if rs.is_null() || msg.is_null() {
-        return -(kernel::bindings::ENOTCONN as c_int);
+        return ENOTCONN.to_errno();
     }
     // SAFETY: the request's rq_snd_buf, which sunrpc keeps unchanged while it
     // sends.

@@ -37,7 +37,6 @@ use super::bindings::{
 };
 use super::class_slot::FactorySlot;
 use super::debugfs::SeqFile;
-use super::errno::{emsgsize, enobufs};
 use super::rdma_cm::{sockaddr_from_c, Net};
 use super::svc::XdrMsg;
 
@@ -212,7 +211,7 @@ impl RpcXprt {
     /// A backchannel Call (`msg`, its RPC message) for the NFS client's
     /// callback service. `ENOBUFS` when all [`BC_SLOTS`] are busy.
     pub(crate) fn bc_call(&self, msg: &[u8]) -> Result {
-        let len = u32::try_from(msg.len()).map_err(|_| emsgsize())?;
+        let len = u32::try_from(msg.len()).map_err(|_| EMSGSIZE)?;
         // SAFETY: a live transport (type rule); C copies `len` octets of `msg`.
         to_result(unsafe { rpcrdma_cm_xprt_bc_call(self.0.as_ptr(), msg.as_ptr(), len) })
     }
@@ -241,7 +240,7 @@ impl PinnedRqst {
     /// pages, then its tail, as sunrpc laid them out). `EMSGSIZE` if it does
     /// not fit.
     pub(crate) fn write(&mut self, offset: u32, data: &[u8]) -> Result {
-        let len = u32::try_from(data.len()).map_err(|_| emsgsize())?;
+        let len = u32::try_from(data.len()).map_err(|_| EMSGSIZE)?;
         // SAFETY: the request is pinned (so is its rq_private_buf); its task
         // waits for this Reply and nothing else writes the buffer meanwhile.
         // C only reads `len` octets of `data`.
@@ -254,7 +253,7 @@ impl PinnedRqst {
             )
         };
         if r != 0 {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         Ok(())
     }
@@ -365,12 +364,12 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn XprtOps> {
 unsafe extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
     // SAFETY: the class's setup op: it is registered while this runs.
     let (Some(x), Some(factory)) = (NonNull::new(x), unsafe { FACTORY.get() }) else {
-        return -(kernel::bindings::ENODEV as c_int);
+        return ENODEV.to_errno();
     };
     // SAFETY: the transport being set up: its address is a copy of the
     // mount's, as long as its family says (setup checked the length).
     let Some(peer) = (unsafe { sockaddr_from_c(addr_of_mut!((*x.as_ptr()).addr).cast()) }) else {
-        return -(kernel::bindings::EAFNOSUPPORT as c_int);
+        return EAFNOSUPPORT.to_errno();
     };
     // SAFETY: the transport being set up holds its namespace.
     let net = Net(unsafe { (*x.as_ptr()).xprt_net });
@@ -434,7 +433,7 @@ unsafe extern "C" fn rpcrdma_cm_xprt_send_rs(
     if unsafe { (*rqst).rq_rcv_buf.flags } & XDRBUF_SPARSE_PAGES != 0 {
         // SAFETY: as above; nothing else touches its receive buffer now.
         if unsafe { fill_sparse_pages(addr_of_mut!((*rqst).rq_rcv_buf)) }.is_err() {
-            return enobufs().to_errno();
+            return ENOBUFS.to_errno();
         }
     }
     // The request sunrpc sends (transport locked): its XID, buffer pointer
