@@ -7,6 +7,7 @@
 use core::ptr::{addr_of, read_volatile};
 use kernel::ffi::c_char;
 use kernel::prelude::*;
+use kernel::time::{delay::fsleep, Delta};
 
 use super::bindings::{
     c_fn, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy, rpcrdma_cm_param_listen,
@@ -122,12 +123,13 @@ pub(crate) fn test_detach_delay() {
     sleep_ms(read_param!(rpcrdma_cm_param_test_detach_delay_ms.value));
 }
 
+/// Sleeps at least `ms` milliseconds (at most 60000, the parameters' limit),
+/// in process context, which is where every delay is taken (CM handlers, the
+/// listener's setup, nfsd's xpo_detach). `fsleep()` is `msleep(ms)` from four
+/// jiffies up (16 ms at HZ=250) and an hrtimer sleep below.
 fn sleep_ms(ms: u32) {
     if ms != 0 {
-        // SAFETY: msleep() may be called from any process context, which is
-        // where every delay is taken (CM handlers, the listener's setup,
-        // nfsd's xpo_detach).
-        unsafe { kernel::bindings::msleep(ms) };
+        fsleep(Delta::from_millis(i64::from(ms)));
     }
 }
 
