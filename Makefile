@@ -70,7 +70,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module deb host-test selftest selftest-pair faults fuzz bench bench-rpc bench-proto clean
+.PHONY: help check check-debug demo deps kernel module deb debian host-test selftest selftest-pair faults fuzz bench bench-rpc bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -79,6 +79,7 @@ help:
 	@echo "make kernel     build or reuse the cached test kernel (scripts/kernel)"
 	@echo "make module     build rpcrdma_cm.ko (KDIR=<tree> to use another kernel)"
 	@echo "make deb        the DKMS package for Debian 13 (results/rpcrdma-cm-dkms_*.deb)"
+	@echo "make debian     Debian's stock 7.3 kernel in a VM, the package installed with apt, NFS over it"
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
 	@echo "make selftest-pair  the two-kernel selftests: two guests joined by one link"
@@ -110,6 +111,9 @@ module:
 
 deb:
 	@$(TOP)/scripts/deb >/dev/null
+
+debian:
+	@$(TOP)/scripts/debian-vm
 
 host-test:
 	@cd $(TOP)/rust/proto && cargo test --quiet
