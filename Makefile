@@ -70,7 +70,7 @@ else
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: help check check-debug demo deps kernel module deb debian host-test selftest selftest-pair faults fuzz bench bench-rpc bench-proto clean
+.PHONY: help check check-debug demo deps kernel module deb debian debian-full host-test selftest selftest-pair faults fuzz bench bench-rpc bench-proto clean
 
 help:
 	@echo "make check      install what is missing, build, run host tests and VM selftests"
@@ -80,6 +80,7 @@ help:
 	@echo "make module     build rpcrdma_cm.ko (KDIR=<tree> to use another kernel)"
 	@echo "make deb        the DKMS package for Debian 13 (results/rpcrdma-cm-dkms_*.deb)"
 	@echo "make debian     Debian's stock 7.3 kernel in a VM, the package installed with apt, NFS over it"
+	@echo "make debian-full  make debian, then the main suite and the two-guest list on that kernel"
 	@echo "make host-test  cargo test of the protocol core"
 	@echo "make selftest   run the VM selftests (TESTS='name ...' for a subset)"
 	@echo "make selftest-pair  the two-kernel selftests: two guests joined by one link"
@@ -114,6 +115,9 @@ deb:
 
 debian:
 	@$(TOP)/scripts/debian-vm
+
+debian-full:
+	@DEBIAN_FORM=full $(TOP)/scripts/debian-vm
 
 host-test:
 	@cd $(TOP)/rust/proto && cargo test --quiet

@@ -6,6 +6,14 @@ KO=${KO:-$TOP/rpcrdma_cm.ko}
 # Linux's rpcrdma.ko is loaded as the peer and holds the server class name
 # "rdma": ours registers as "rdmacm" in the tests (nfsd's portlist names it).
 KO_ARGS=${KO_ARGS-svc_class=rdmacm xprt_class=0}
+# Linux's rpcrdma.ko: by default the test kernel's (KSRC, below); on a
+# distribution kernel, the one it ships (scripts/debian-vm sets it).
+C_RPCRDMA_KO=${C_RPCRDMA_KO:-}
+# KO_DEPS: what rpcrdma_cm.ko and rpcrdma.ko need that the kernel has as
+# modules rather than built in (a distribution kernel: sunrpc, rdma_cm,
+# ib_core), loaded with modprobe before either is insmod'ed. Empty for the
+# test kernel, which has them built in.
+KO_DEPS=${KO_DEPS:-}
 DBG=/sys/kernel/debug/rpcrdma_cm
 # Addresses that exist only inside the guest (TEST-NET-1, RFC 5737).
 ADDR=192.0.2.1
@@ -114,6 +122,11 @@ rmmod_within() {
 		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.2
 	done
+}
+
+# load_ko_deps: KO_DEPS loaded (modprobe -a: a no-op for those loaded).
+load_ko_deps() {
+	[ -z "$KO_DEPS" ] || modprobe -a $KO_DEPS
 }
 
 unload_module() {
@@ -286,16 +299,18 @@ expect() {
 # Linux's C RPC-over-RDMA transport (rpcrdma.ko: xprtrdma and svcrdma), the
 # peer our module is tested against. The test kernel builds it as a module
 # (CONFIG_SUNRPC_XPRT_RDMA=m) so that it can be loaded and unloaded within one
-# boot; it is taken from the kernel tree the guest was booted from (KSRC).
+# boot; it is taken from the kernel tree the guest was booted from (KSRC),
+# or is C_RPCRDMA_KO.
 load_c_transport() {
+	local ko=${C_RPCRDMA_KO:-$KSRC/net/sunrpc/xprtrdma/rpcrdma.ko}
 	[ -d /sys/module/rpcrdma ] && return 0
 	# Our client class holds the ident rpcrdma.ko registers: ours goes first.
 	if [ "$(cat /sys/module/rpcrdma_cm/parameters/xprt_class 2>/dev/null)" = Y ]; then
 		rpc.nfsd 0 2>/dev/null
 		unload_module || { fail "cannot unload rpcrdma_cm (client class) for rpcrdma.ko"; return 1; }
 	fi
-	insmod "$KSRC/net/sunrpc/xprtrdma/rpcrdma.ko" || {
-		fail "cannot load Linux's rpcrdma.ko from $KSRC"
+	insmod "$ko" || {
+		fail "cannot load Linux's rpcrdma.ko ($ko)"
 		return 1
 	}
 }

@@ -323,6 +323,7 @@ drive() {
 
 # Sourced (scripts/bench-guest), only the functions.
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+load_ko_deps || { echo "modprobe -a $KO_DEPS failed"; exit 1; }
 case "${PAIR_ROLE:-}" in
 a) serve ;;
 b) drive ;;
