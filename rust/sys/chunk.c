@@ -391,6 +391,20 @@ struct rpcrdma_cm_rw {
 };
 
 /*
+ * A context that was never posted is undone: its mappings and MRs go back,
+ * and a chain waiting for the MR pool (rpcrdma_cm_rw) looks again.
+ */
+static void rpcrdma_cm_rw_undo(struct rpcrdma_cm_rw *rw)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+
+	rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, rw->nents,
+			    rw->write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	atomic_inc(&qp->rw_released);
+	wake_up_all(&qp->wq);
+}
+
+/*
  * The chain's WRs are done: undo its context, Send Queue room and pages, and
  * free it. The caller then leaves the QP (rpcrdma_cm_qp_leave).
  */
@@ -403,6 +417,7 @@ static void rpcrdma_cm_rw_release(struct rpcrdma_cm_rw *rw)
 		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, rw->nents,
 				    rw->write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
 		atomic_add(rw->nwrs, &qp->rw_avail);
+		atomic_inc(&qp->rw_released);
 		wake_up_all(&qp->wq);
 	}
 	for (i = 0; rw->async && i < rw->nents; i++)
@@ -538,11 +553,31 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 			get_page(pages[i]);
 		len -= k;
 	}
-	ret = rdma_rw_ctx_init(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n, 0, addr,
-			       rkey, write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	for (;;) {
+		int released = atomic_read(&qp->rw_released);
+
+		ret = rdma_rw_ctx_init(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n, 0,
+				       addr, rkey, write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		if (ret != -EAGAIN)
+			break;
+		/*
+		 * The QP's MR pool (max_rdma_ctxs MRs, qp.c) is empty: the
+		 * device registers every Read or Write (iWARP, or
+		 * ib_core.force_mr) and other chains hold them all. Each of
+		 * those is posted, or about to be, or teardown fails it; its
+		 * release gives its MRs back and wakes us. (Where registering
+		 * is only an optimisation, mlx5's Reads of many pages, 7.3's
+		 * rdma_rw falls back to SGEs instead of failing.)
+		 */
+		wait_event(qp->wq, atomic_read(&qp->rw_released) != released ||
+				   READ_ONCE(qp->closed));
+		if (READ_ONCE(qp->closed)) {
+			ret = -ENOTCONN;
+			break;
+		}
+	}
 	if (ret > qp->rw_wrs) {
-		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n,
-				    write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		rpcrdma_cm_rw_undo(rw);
 		ret = -EMSGSIZE;
 	}
 	if (ret < 0) {
@@ -555,8 +590,7 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	wait_event(qp->wq, (reserved = rpcrdma_cm_rw_reserve(qp, nwrs)) ||
 			   READ_ONCE(qp->closed));
 	if (!reserved) {
-		rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, n,
-				    write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+		rpcrdma_cm_rw_undo(rw);
 		rpcrdma_cm_rw_release(rw);	/* @nwrs 0: context undone here */
 		rpcrdma_cm_qp_leave(qp);
 		return -ENOTCONN;

@@ -82,6 +82,12 @@ struct rpcrdma_cm_qp {
 	 */
 	u32 rw_wrs;
 	atomic_t rw_avail;
+	/*
+	 * Chains released so far (chunk.c): a chain that found the QP's MR
+	 * pool empty waits for this to move (each release gives back what
+	 * the chain's context held, its MRs among them).
+	 */
+	atomic_t rw_released;
 	/* RDMA Read/Write chains posted in part, freed by teardown (chunk.c). */
 	struct list_head rw_orphans;
 	u32 send_size, recv_size;
