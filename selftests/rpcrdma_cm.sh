@@ -679,6 +679,54 @@ rust_echo_every_chunk_type() {
 	return $ok
 }
 
+# rw_through_mrs_when_forced (not in ALL_TESTS: the guest must be booted
+# with ib_core.force_mr=1, as make check's stage "RDMA Read/Write through MRs"
+# does): rdma_rw then registers every RDMA Read and Write with an MR from the
+# QP's pool, as it always does on iWARP and does on mlx5 for Reads of many
+# pages. Each of our QPs holds a pool of max_rdma_ctxs MRs from connect to
+# close (qp.c: 1024 pages per chunk over 5 SGEs per WR, 205 contexts); every
+# chunk type moves its data byte for byte, each RDMA Read or Write takes a
+# REG_MR WR besides its own, and the pools go with the connection.
+rw_through_mrs_when_forced() {
+	local id sid ok=0 base up ops moved wrs i
+	grep -qw 'ib_core.force_mr=1' /proc/cmdline ||
+		{ fail "the guest was not booted with ib_core.force_mr=1 (make check's force_mr stage)"; return 1; }
+	load_module listen="$ADDR:$PORT" || return 1
+	base=$(mrs)
+	[[ $base =~ ^[0-9]+$ ]] || { fail "cannot count MRs: $(rdma resource show)"; return 1; }
+	id=$(connected "$ADDR $PORT send_size=4096 recv_size=4096") || return 1
+	sid=$(field "$(server_for "$id")" id)
+	up=$(mrs)
+	ktap_print_msg "MRs on rxe0: $base before, $up with one connection (two QPs)"
+	[ $((up - base)) -ge $((2 * 205)) ] || { fail "no MR pool of 205 on each QP: rdma_rw is not registering"; ok=1; }
+	echo_case "$id" 4100 1 read_chunk write_list || ok=1
+	echo_case "$id" 65536 1 read_chunk write_list || ok=1
+	echo_case "$id" 1048576 1 read_chunk write_list || ok=1
+	echo_case "$id" 77777 1 read_chunk write_list || ok=1
+	echo_case "$id" 65536 0 long reply_chunk || ok=1
+	echo_case "$id" 1048576 0 long reply_chunk || ok=1
+	ktap_print_msg "server: $(grep "^id=$sid " "$DBG/xprt")"
+	[ "$(xcount "$sid" chunk_errors)" = 0 ] || { fail "chunk errors"; ok=1; }
+	ops=$(($(xcount "$sid" rdma_reads) + $(xcount "$sid" rdma_writes)))
+	moved=$(($(xcount "$sid" bytes_rdma_read) + $(xcount "$sid" bytes_rdma_write)))
+	wrs=$(xcount "$sid" rdma_rw_wrs)
+	ktap_print_msg "server: $ops RDMA Reads and Writes, $moved octets, $wrs WRs"
+	# Registered: a REG_MR and the Read or Write per MR of up to 256 pages,
+	# so at least two WRs per operation, and fewer in all than 5 pages per
+	# WR would take.
+	[ "$ops" -gt 0 ] && [ "$wrs" -ge $((2 * ops)) ] && [ "$wrs" -lt $((moved / 20480)) ] ||
+		{ fail "RDMA Read/Write WRs do not look registered"; ok=1; }
+	echo "disconnect $id" >"$DBG/control"
+	# Both QPs' teardown returns their pools.
+	for ((i = 0; i < 100; i++)); do
+		[ "$(mrs)" = "$base" ] && break
+		sleep 0.1
+	done
+	ktap_print_msg "MRs on rxe0 after the disconnect: $(mrs)"
+	[ "$(mrs)" = "$base" ] || { fail "MRs left registered"; ok=1; }
+	return $ok
+}
+
 # Send With Invalidate only when both ends set R; our requester skips the
 # LOCAL_INV of exactly that MR and invalidates the others itself.
 rust_remote_invalidation_with_chunks() {
