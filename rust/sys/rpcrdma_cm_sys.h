@@ -325,9 +325,14 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 					      unsigned int slots);
 void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x);
 struct rpc_task;
-/* An RPC's call and reply buffers (rpc_xprt_ops .buf_alloc/.buf_free). */
+/*
+ * An RPC's call and reply buffers (rpc_xprt_ops .buf_alloc/.buf_free), with a
+ * reserve that each class registered holds a reference on (_get, _put).
+ */
 int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task);
 void rpcrdma_cm_rpc_buf_free(struct rpc_task *task);
+int rpcrdma_cm_rpc_bufs_get(void);
+void rpcrdma_cm_rpc_bufs_put(void);
 /* Completes and unpins a pinned request: @len octets arrived, or @status < 0. */
 void rpcrdma_cm_xprt_complete(struct rpc_xprt *xprt, struct rpc_rqst *rqst, u32 len, int status);
 /* A backchannel Call (@msg, @len octets of RPC) for the NFS callback service. */

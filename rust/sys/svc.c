@@ -197,16 +197,24 @@ int rpcrdma_cm_svc_register(const char *name)
 	rpcrdma_cm_svc_class.xcl_ident = strcmp(name, "rdma") ? RPCRDMA_CM_XPRT_IDENT :
 							       XPRT_TRANSPORT_RDMA;
 	rpcrdma_cm_bc_class.ident = rpcrdma_cm_svc_class.xcl_ident | XPRT_TRANSPORT_BC;
-	ret = svc_reg_xprt_class(&rpcrdma_cm_svc_class);
+	/* The backchannel's RPC buffers (xprt.c). */
+	ret = rpcrdma_cm_rpc_bufs_get();
 	if (ret)
 		return ret;
+	ret = svc_reg_xprt_class(&rpcrdma_cm_svc_class);
+	if (ret)
+		goto out_bufs;
 	ret = xprt_register_transport(&rpcrdma_cm_bc_class);
-	if (ret) {
-		svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
-		return ret;
-	}
+	if (ret)
+		goto out_svc;
 	rpcrdma_cm_svc_registered = true;
 	return 0;
+
+out_svc:
+	svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
+out_bufs:
+	rpcrdma_cm_rpc_bufs_put();
+	return ret;
 }
 
 void rpcrdma_cm_svc_unregister(void)
@@ -214,6 +222,7 @@ void rpcrdma_cm_svc_unregister(void)
 	if (rpcrdma_cm_svc_registered) {
 		xprt_unregister_transport(&rpcrdma_cm_bc_class);
 		svc_unreg_xprt_class(&rpcrdma_cm_svc_class);
+		rpcrdma_cm_rpc_bufs_put();
 	}
 	rpcrdma_cm_svc_registered = false;
 }

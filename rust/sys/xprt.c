@@ -5,9 +5,9 @@
  * "rdma" and "rdma6", the way xprtrdma registers (net/sunrpc/xprtrdma/
  * transport.c). C holds what Rust cannot: the xprt_class and rpc_xprt_ops
  * tables, the struct rpc_xprt each transport embeds, its connect worker,
- * sunrpc's static inlines and the fields of struct rpc_rqst. sunrpc's generic
- * helpers do the rest: congestion control (the server's credit grant is the
- * window), slots, buffers, rpcbind. Transport logic is Rust's: connecting
+ * sunrpc's static inlines and the fields of struct rpc_rqst, and each RPC's
+ * buffers (below). sunrpc's generic helpers do the rest: congestion control
+ * (the server's credit grant is the window), slots, rpcbind. Transport logic is Rust's: connecting
  * (a fresh RFC 8797 negotiation each time), marshalling, chunks, Replies.
  *
  * Lifetime: setup allocates a struct rpcrdma_cm_xprt with its Rust context
@@ -17,6 +17,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/mempool.h>
 #include <linux/module.h>
 #include <linux/seq_file.h>
 #include <linux/workqueue.h>
@@ -143,15 +144,69 @@ drop:
 /*
  * An RPC's call and reply buffers, in one allocation: @rq_callsize octets for
  * the call, then @rq_rcvsize for the reply (sunrpc no longer exports
- * rpc_malloc()). rpc_task_gfp_mask() keeps rpciod from sleeping in reclaim:
- * on -ENOMEM, sunrpc delays the task and calls again.
+ * rpc_malloc(), whose behaviour this keeps). rpc_task_gfp_mask() is
+ * GFP_NOWAIT for rpciod's tasks: on -ENOMEM sunrpc delays the task and calls
+ * again. Buffers of at most RPCRDMA_CM_RPC_BUF_SMALL octets, which most calls
+ * need, have a reserve, as rpc_malloc()'s rpc_buffer_mempool: an
+ * asynchronous task (NFS writeback under memory pressure) takes one when the
+ * allocator has nothing. sunrpc sets both sizes before .buf_alloc and never
+ * changes them (call_allocate), so .buf_free finds the same size.
  */
+#define RPCRDMA_CM_RPC_BUF_SMALL 2048
+#define RPCRDMA_CM_RPC_BUF_RESERVE 8
+
+/* The reserve, while a class that allocates RPC buffers is registered. */
+static DEFINE_MUTEX(rpcrdma_cm_rpc_bufs_lock);
+static unsigned int rpcrdma_cm_rpc_bufs_users;
+static mempool_t *rpcrdma_cm_rpc_bufs;
+
+int rpcrdma_cm_rpc_bufs_get(void)
+{
+	int ret = 0;
+
+	mutex_lock(&rpcrdma_cm_rpc_bufs_lock);
+	if (!rpcrdma_cm_rpc_bufs_users) {
+		rpcrdma_cm_rpc_bufs = mempool_create_kmalloc_pool(RPCRDMA_CM_RPC_BUF_RESERVE,
+								   RPCRDMA_CM_RPC_BUF_SMALL);
+		if (!rpcrdma_cm_rpc_bufs)
+			ret = -ENOMEM;
+	}
+	if (!ret)
+		rpcrdma_cm_rpc_bufs_users++;
+	mutex_unlock(&rpcrdma_cm_rpc_bufs_lock);
+	return ret;
+}
+
+void rpcrdma_cm_rpc_bufs_put(void)
+{
+	mutex_lock(&rpcrdma_cm_rpc_bufs_lock);
+	if (!WARN_ON(!rpcrdma_cm_rpc_bufs_users) && !--rpcrdma_cm_rpc_bufs_users) {
+		mempool_destroy(rpcrdma_cm_rpc_bufs);
+		rpcrdma_cm_rpc_bufs = NULL;
+	}
+	mutex_unlock(&rpcrdma_cm_rpc_bufs_lock);
+}
+
+static size_t rpcrdma_cm_rpc_buf_size(const struct rpc_rqst *rqst)
+{
+	return rqst->rq_callsize + rqst->rq_rcvsize;
+}
+
 int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task)
 {
 	struct rpc_rqst *rqst = task->tk_rqstp;
+	size_t size = rpcrdma_cm_rpc_buf_size(rqst);
+	gfp_t gfp = rpc_task_gfp_mask() | __GFP_NOWARN;
 	char *buf;
 
-	buf = kmalloc(rqst->rq_callsize + rqst->rq_rcvsize, rpc_task_gfp_mask() | __GFP_NOWARN);
+	if (size <= RPCRDMA_CM_RPC_BUF_SMALL) {
+		buf = kmalloc(RPCRDMA_CM_RPC_BUF_SMALL, gfp);
+		/* The reserve, only when all else failed. */
+		if (!buf && RPC_IS_ASYNC(task))
+			buf = mempool_alloc(rpcrdma_cm_rpc_bufs, GFP_NOWAIT);
+	} else {
+		buf = kmalloc(size, gfp);
+	}
 	if (!buf)
 		return -ENOMEM;
 	rqst->rq_buffer = buf;
@@ -161,7 +216,13 @@ int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task)
 
 void rpcrdma_cm_rpc_buf_free(struct rpc_task *task)
 {
-	kfree(task->tk_rqstp->rq_buffer);
+	struct rpc_rqst *rqst = task->tk_rqstp;
+
+	/* A small one refills the reserve if it is short, as rpc_free(). */
+	if (rpcrdma_cm_rpc_buf_size(rqst) <= RPCRDMA_CM_RPC_BUF_SMALL)
+		mempool_free(rqst->rq_buffer, rpcrdma_cm_rpc_bufs);
+	else
+		kfree(rqst->rq_buffer);
 }
 
 static void rpcrdma_cm_xprt_buf_free(struct rpc_task *task)
@@ -438,10 +499,18 @@ static struct xprt_class rpcrdma_cm_xprt_class = {
 
 int rpcrdma_cm_xprt_register(void)
 {
-	return xprt_register_transport(&rpcrdma_cm_xprt_class);
+	int ret = rpcrdma_cm_rpc_bufs_get();
+
+	if (ret)
+		return ret;
+	ret = xprt_register_transport(&rpcrdma_cm_xprt_class);
+	if (ret)
+		rpcrdma_cm_rpc_bufs_put();
+	return ret;
 }
 
 void rpcrdma_cm_xprt_unregister(void)
 {
 	xprt_unregister_transport(&rpcrdma_cm_xprt_class);
+	rpcrdma_cm_rpc_bufs_put();
 }
