@@ -75,9 +75,10 @@ impl fmt::Write for SeqFile<'_> {
 ///
 /// # Safety
 ///
-/// Called only by debugfs.c's file operations, with the seq_file or user
-/// buffer of the call and the `private` pointer the file was created with,
-/// valid while the file exists.
+/// Called only by debugfs.c's seq_file show, with `m` the seq_file of the
+/// read, valid for the call, and `private` the pointer the file was created
+/// with, which the [`Dir`] keeps until debugfs_remove() has waited for every
+/// call in progress.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_debugfs_show(m: *mut seq_file, private: *mut c_void) -> c_int {
     // The Dir removes the file with debugfs_remove(), which waits for this call
@@ -100,9 +101,10 @@ c_fn!(rpcrdma_cm_debugfs_show);
 ///
 /// # Safety
 ///
-/// Called only by debugfs.c's file operations, with the seq_file or user
-/// buffer of the call and the `private` pointer the file was created with,
-/// valid while the file exists.
+/// Called only by debugfs.c's write, with `private` the pointer the file was
+/// created with (kept as for [`rpcrdma_cm_debugfs_show`]) and `buf` a
+/// NUL-terminated kernel copy of the user's `len` octets (memdup_user_nul),
+/// valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_debugfs_write(
     private: *mut c_void,

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Module parameters. `module!` on 6.12 has no parameter support, so the
-//! parameters are declared with `module_param*()` in `param.c`, which asks the
-//! functions here to check values against the protocol core's rules.
+//! Module parameters. `module!`'s parameters (7.3) are integers with no check
+//! when set and no write at run time, so the parameters are declared with
+//! `module_param*()` in `param.c`, which asks the functions here to check
+//! values against the protocol core's rules.
 
 use core::ptr::{addr_of, read_volatile};
 use kernel::ffi::c_char;
@@ -143,8 +144,8 @@ pub(crate) fn random_u32() -> u32 {
 ///
 /// # Safety
 ///
-/// Called only by param.c's parameter setters, with any string argument
-/// NUL-terminated and valid for the call.
+/// None to uphold: `v` is a plain value (declared `unsafe` like every
+/// function C calls, whose declarations bindgen generates).
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_size_param_ok(v: u32) -> bool {
     check_size_param(v).is_ok()
@@ -155,8 +156,8 @@ c_fn!(rpcrdma_cm_size_param_ok);
 ///
 /// # Safety
 ///
-/// Called only by param.c's parameter setters, with any string argument
-/// NUL-terminated and valid for the call.
+/// Called only by param.c's setter, with `s` null or the NUL-terminated
+/// string the kernel's parameter parser passes, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     if s.is_null() {
@@ -173,8 +174,8 @@ c_fn!(rpcrdma_cm_listen_param_ok);
 ///
 /// # Safety
 ///
-/// Called only by param.c's parameter setters, with any string argument
-/// NUL-terminated and valid for the call.
+/// Called only by param.c's setter, with `s` null or the NUL-terminated
+/// string the kernel's parameter parser passes, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_class_param_ok(s: *const c_char) -> bool {
     if s.is_null() {

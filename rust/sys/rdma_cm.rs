@@ -820,13 +820,15 @@ fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
     }
 }
 
-/// Called by qp.c for each Receive completion of a QP made by `create_qp`.
+/// Called by qp.c for each Receive completion of a QP made by `create_qp`;
+/// true keeps the buffer `b` for the owner (released later).
 ///
 /// # Safety
 ///
-/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
-/// a live id or QP, with that id's or QP's context and pointers valid for
-/// the call.
+/// Called only by qp.c's Receive work, one completion at a time per QP (one
+/// work item), with `owner` the context given to `create_qp` and `qp` that
+/// QP, both alive until teardown has drained the QP and flushed the work,
+/// and `wc` and `b` the completion and its buffer, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_recv_rs(
     owner: *mut c_void,
@@ -854,9 +856,9 @@ c_fn!(rpcrdma_cm_recv_rs);
 ///
 /// # Safety
 ///
-/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
-/// a live id or QP, with that id's or QP's context and pointers valid for
-/// the call.
+/// Called only by qp.c's Send completion handler, from the CQ's polling
+/// work (IB_POLL_WORKQUEUE), with `owner` and `qp` as for [`rpcrdma_cm_recv_rs`] and `wc` the
+/// completion, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_send_rs(
     owner: *mut c_void,
@@ -876,9 +878,10 @@ c_fn!(rpcrdma_cm_send_rs);
 ///
 /// # Safety
 ///
-/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
-/// a live id or QP, with that id's or QP's context and pointers valid for
-/// the call.
+/// Called only by chunk.c's RDMA Read/Write completion, from the CQ's
+/// polling work (IB_POLL_WORKQUEUE), once per chain, with `owner` and `qp` as for
+/// [`rpcrdma_cm_recv_rs`] and `done` null or the box [`RwDone::into_c`] made
+/// for that chain, handed back exactly once.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_rw_done_rs(
     owner: *mut c_void,
@@ -926,9 +929,11 @@ impl RwDone {
 ///
 /// # Safety
 ///
-/// Called only by cm.c, qp.c or chunk.c, from the handler or a completion of
-/// a live id or QP, with that id's or QP's context and pointers valid for
-/// the call.
+/// Called only by cm.c's event handler, which the RDMA CM runs one event at
+/// a time per id, with `id` the id, `context` its context (null once it was
+/// taken away) and `ev` the event's information, its private data
+/// included, valid for the call. A non-zero return makes the CM destroy
+/// `id` once this returns: nothing of ours may keep it then.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_event_rs(
     id: *mut rdma_cm_id,

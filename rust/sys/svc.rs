@@ -706,11 +706,15 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn SvcXprtOps> {
     unsafe { &*rs.cast::<Arc<dyn SvcXprtOps>>() }
 }
 
+/// xpo_create's Rust half: a listener on `sa` for the listener transport `x`;
+/// its context is stored in `*rs`.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_create, once per listener, with `x` just
+/// initialised and not yet visible to sunrpc, `net` and `sa` sunrpc's, valid
+/// for the call, and `rs` pointing to `x`'s context field. On an error
+/// nothing is stored and C puts `x`.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_create_rs(
     x: *mut rpcrdma_cm_svc_xprt,
@@ -741,11 +745,13 @@ unsafe extern "C" fn rpcrdma_cm_svc_create_rs(
 }
 c_fn!(rpcrdma_cm_svc_create_rs);
 
+/// xpo_accept: the next connection the listener `rs` has made ready, if any;
+/// `*more` says whether others wait.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_accept, with `rs` a live listener's context
+/// and `more` pointing to a bool of the caller's.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_accept_rs(
     rs: *mut c_void,
@@ -759,11 +765,13 @@ unsafe extern "C" fn rpcrdma_cm_svc_accept_rs(
 }
 c_fn!(rpcrdma_cm_svc_accept_rs);
 
+/// xpo_recvfrom: the next call of the transport `rs`, laid out in `rqstp`.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_recvfrom, from an nfsd thread holding the
+/// transport (XPT_BUSY), with `rs` its context and `rqstp` that thread's
+/// request, which nothing else touches during the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc_rqst) -> c_int {
     let mut rq = SvcRqst {
@@ -779,11 +787,15 @@ unsafe extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc
 }
 c_fn!(rpcrdma_cm_svc_recvfrom_rs);
 
+/// xpo_sendto: the Reply of `rqstp`, with `ctxt` the call's context (null if
+/// recvfrom built none).
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_sendto, from the nfsd thread that received the
+/// call, with `rs` the transport's context, `rqstp` that thread's request and
+/// `ctxt` null or the box [`rpcrdma_cm_svc_recvfrom_rs`] handed to sunrpc,
+/// not yet released.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
     rs: *mut c_void,
@@ -807,11 +819,13 @@ unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
 }
 c_fn!(rpcrdma_cm_svc_sendto_rs);
 
+/// xpo_result_payload: nfsd says where the READ payload of the Reply is.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_result_payload, from the nfsd thread of the
+/// call, with `ctxt` the (non-null) box recvfrom handed to sunrpc, not yet
+/// released.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
     ctxt: *mut c_void,
@@ -824,11 +838,13 @@ unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
 }
 c_fn!(rpcrdma_cm_svc_result_payload_rs);
 
+/// xpo_release_ctxt: the call's context goes.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_release_ctxt, exactly once per context, with
+/// `ctxt` the (non-null) box recvfrom handed to sunrpc; it takes ownership,
+/// and nothing uses `ctxt` afterwards.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
     // SAFETY: boxed by `accept_call`; sunrpc releases each context once.
@@ -836,11 +852,12 @@ unsafe extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
 }
 c_fn!(rpcrdma_cm_svc_release_ctxt_rs);
 
+/// xpo_detach: sunrpc closes the transport `rs` (null: never set up).
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_detach, with `rs` null or a transport's
+/// context, not yet freed.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
     if !rs.is_null() {
@@ -850,11 +867,15 @@ unsafe extern "C" fn rpcrdma_cm_svc_detach_rs(rs: *mut c_void) {
 }
 c_fn!(rpcrdma_cm_svc_detach_rs);
 
+/// The backchannel's send_request: nfsd's callback `msg` goes out on the
+/// connection of the transport `rs`.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's backchannel send_request (the backchannel
+/// transport locked), with `rs` null or the context of the server transport
+/// nfsd's callback client holds (cb_xprt), and `msg` null or the request's
+/// send buffer, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_buf) -> c_int {
     if rs.is_null() || msg.is_null() {
@@ -864,17 +885,19 @@ unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_
     // sends.
     let buf = unsafe { &*msg };
     let msg = XdrMsg { buf };
-    // SAFETY: a live transport's context: the backchannel holds a reference
-    // on the server transport while it sends.
+    // SAFETY: a live transport's context: nfsd's callback client holds a
+    // reference on the server transport (cb_xprt) while it sends.
     unsafe { ops(rs) }.bc_send(&msg)
 }
 c_fn!(rpcrdma_cm_svc_bc_send_rs);
 
+/// xpo_free's Rust half: the transport's context goes.
+///
 /// # Safety
 ///
-/// Called only by svc.c from sunrpc's svc_xprt operations: `rs` (or `ctxt`)
-/// is the context svc.c holds for a live transport, listener or request,
-/// and the other pointers are sunrpc's, valid for the call.
+/// Called only by svc.c's xpo_free, exactly once per context, with `rs` a
+/// context [`rpcrdma_cm_svc_create_rs`] or the accept path made; it takes
+/// ownership, and nothing uses `rs` afterwards.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_free_rs(rs: *mut c_void) {
     // SAFETY: the context box, freed once: sunrpc frees each transport once.

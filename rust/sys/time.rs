@@ -5,7 +5,7 @@
 
 /// Nanoseconds of the monotonic clock since boot.
 pub(crate) fn now_ns() -> i64 {
-    // SAFETY: ktime_get() may be called from any context once timekeeping
+    // SAFETY: ktime_get() may be called from any context but NMI once timekeeping
     // is up, which it is before any module loads.
     unsafe { kernel::bindings::ktime_get() }
 }

@@ -355,11 +355,15 @@ unsafe fn ops<'a>(rs: *mut c_void) -> &'a Arc<dyn XprtOps> {
     unsafe { &*rs.cast::<Arc<dyn XprtOps>>() }
 }
 
+/// setup's Rust half: makes the transport's context for the new transport `x`
+/// and stores a pointer to it in `*rs`.
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's class setup op, once per transport, with `x`
+/// allocated and formatted by `rpcrdma_cm_xprt_alloc()` (not yet visible to
+/// sunrpc) and `rs` pointing to its context field. On an error nothing is
+/// stored and C frees `x`.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c_void) -> c_int {
     // SAFETY: the class's setup op: it is registered while this runs.
@@ -387,11 +391,14 @@ unsafe extern "C" fn rpcrdma_cm_xprt_create_rs(x: *mut rpc_xprt, rs: *mut *mut c
 }
 c_fn!(rpcrdma_cm_xprt_create_rs);
 
+/// Connects the transport whose context is `rs` (a fresh RFC 8797
+/// negotiation).
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's connect worker, with `rs` the context
+/// [`rpcrdma_cm_xprt_create_rs`] made. destroy cancels the worker
+/// (cancel_delayed_work_sync) before the context is freed.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_connect_rs(rs: *mut c_void) -> c_int {
     // SAFETY: a live transport's context (C calls between setup and destroy).
@@ -404,9 +411,8 @@ c_fn!(rpcrdma_cm_xprt_connect_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's close op (sunrpc's autoclose work, holding
+/// XPRT_LOCKED), with `x` our live transport and `rs` its context.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
@@ -418,11 +424,15 @@ unsafe extern "C" fn rpcrdma_cm_xprt_close_rs(x: *mut rpc_xprt, rs: *mut c_void)
 }
 c_fn!(rpcrdma_cm_xprt_close_rs);
 
+/// send_request: marshals and sends the call `rqst` (`ddp`: its payload may
+/// go by RDMA, as the upper layer allows).
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's send_request op, holding the transport's write
+/// lock (XPRT_LOCKED), with `rs` the context of the request's transport and
+/// `rqst` sunrpc's request, valid and not touched by anyone else (its
+/// receive buffer included) until this returns.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_send_rs(
     rs: *mut c_void,
@@ -485,11 +495,13 @@ unsafe fn fill_sparse_pages(buf: *mut xdr_buf) -> Result {
     Ok(())
 }
 
+/// buf_free: the chunks of the call `xid` are released if its Reply never
+/// came.
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's buf_free op, with `rs` the context of the
+/// request's transport, which sunrpc keeps while the request exists.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
@@ -497,11 +509,12 @@ unsafe extern "C" fn rpcrdma_cm_xprt_buf_free_rs(rs: *mut c_void, xid: u32) {
 }
 c_fn!(rpcrdma_cm_xprt_buf_free_rs);
 
+/// bc_maxpayload: the largest backchannel message the connection takes.
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's bc_maxpayload op (under rcu_read_lock: must not
+/// sleep), with `rs` the context of our live transport.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
@@ -509,11 +522,14 @@ unsafe extern "C" fn rpcrdma_cm_xprt_bc_maxpayload_rs(rs: *mut c_void) -> u32 {
 }
 c_fn!(rpcrdma_cm_xprt_bc_maxpayload_rs);
 
+/// destroy's Rust half: frees the context `rs`, after every Receive handler
+/// using the transport has returned.
+///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by xprt.c's destroy op, exactly once per context, after the
+/// connect worker was cancelled; it takes ownership of `rs`, which nothing
+/// uses afterwards.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_free_rs(rs: *mut c_void) {
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
@@ -596,9 +612,8 @@ unsafe fn set_port_strings(x: *mut rpc_xprt, port: u16) {
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by `rpcrdma_cm_xprt_alloc()` (xprt.c), with `x` a transport
+/// being set up that no one else sees yet, its address and length set.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_format_rs(x: *mut rpc_xprt) {
     use super::bindings::{
@@ -641,9 +656,9 @@ c_fn!(rpcrdma_cm_xprt_format_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only by `rpcrdma_cm_xprt_free()` (xprt.c), with `x` a transport no
+/// one uses any more: at destroy, or in setup's error path on a transport
+/// that was never visible to sunrpc.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_unformat_rs(x: *mut rpc_xprt) {
     use super::bindings::{
@@ -666,9 +681,8 @@ c_fn!(rpcrdma_cm_xprt_unformat_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only as our transport's set_port op, by sunrpc's rpcbind client,
+/// with `x` a live transport of ours.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_set_port_rs(x: *mut rpc_xprt, port: c_ushort) {
     // SAFETY: sunrpc's transport, in its op; the port is at the same place
@@ -685,9 +699,8 @@ c_fn!(rpcrdma_cm_xprt_set_port_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only as our transport's timer op, by sunrpc for a task of `x`, a
+/// live transport of ours (the task is not used).
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_timer_rs(x: *mut rpc_xprt, _task: *mut rpc_task) {
     // SAFETY: sunrpc's live transport, in its op.
@@ -700,9 +713,8 @@ c_fn!(rpcrdma_cm_xprt_timer_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only as our transport's set_connect_timeout op, with `x` a live
+/// transport of ours (embedded in a `struct rpcrdma_cm_xprt`).
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_set_connect_timeout_rs(
     x: *mut rpc_xprt,
@@ -735,9 +747,9 @@ c_fn!(rpcrdma_cm_xprt_set_connect_timeout_rs);
 ///
 /// # Safety
 ///
-/// Called only by xprt.c from sunrpc's rpc_xprt operations: `x` is a live
-/// transport of ours (`rs` its Rust context), and the other pointers are
-/// sunrpc's, valid for the call.
+/// Called only as our transport's print_stats op, with `x` a live transport
+/// of ours (embedded in a `struct rpcrdma_cm_xprt`) and `seq` the seq_file
+/// being written, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_print_stats_rs(x: *mut rpc_xprt, seq: *mut seq_file) {
     let mut st = MountStats::default();
