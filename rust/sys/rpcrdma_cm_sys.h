@@ -273,7 +273,7 @@ struct rpcrdma_cm_svc_parts {
 };
 
 void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_parts *p);
-void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt);
+void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, void *ctxt);
 void rpcrdma_cm_svc_give_pages(struct svc_rqst *rqstp, struct page **pages, u32 n);
 void *rpcrdma_cm_page_address(struct page *page);
 /* Backchannel Calls nfsd may have outstanding on one connection (svcrdma's). */

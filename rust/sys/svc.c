@@ -427,10 +427,10 @@ void rpcrdma_cm_svc_rqst_parts(struct svc_rqst *rqstp, struct rpcrdma_cm_svc_par
 }
 
 /*
- * rq_arg is laid out and its first @npages pages are the argument's; the
- * reply starts at rq_respages, and sunrpc hands @ctxt to xpo_release_ctxt.
+ * rq_arg is laid out (in rq_pages); the reply starts at rq_respages, its own
+ * array, and sunrpc hands @ctxt to xpo_release_ctxt.
  */
-void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, u32 npages, void *ctxt)
+void rpcrdma_cm_svc_arg_done(struct svc_rqst *rqstp, void *ctxt)
 {
 	rqstp->rq_next_page = rqstp->rq_respages;
 	rqstp->rq_xprt_ctxt = ctxt;

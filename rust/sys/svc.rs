@@ -360,7 +360,6 @@ impl SvcRqst<'_> {
                             iov_base: a.ptr.wrapping_add(pos).cast(),
                             iov_len: a.len - pos,
                         },
-                        page_len.div_ceil(PAGE),
                     )),
                     _ => None,
                 }
@@ -378,12 +377,11 @@ impl SvcRqst<'_> {
                     unsafe { p.pages.add(1) },
                     len - head,
                     empty,
-                    len.div_ceil(PAGE),
                 ))
             }
             Arg::Pages { .. } => None,
         };
-        let Some((head, pages, page_len, tail, npages)) = layout else {
+        let Some((head, pages, page_len, tail)) = layout else {
             // SAFETY: nothing kept `ctxt`: it came from KBox::into_raw above.
             drop(unsafe { KBox::from_raw(ctxt) });
             return EMSGSIZE.to_errno();
@@ -401,7 +399,7 @@ impl SvcRqst<'_> {
         x.buflen = x.len;
         // SAFETY: the request is live; `ctxt` now belongs to sunrpc, which
         // hands it to xpo_release_ctxt.
-        unsafe { rpcrdma_cm_svc_arg_done(self.raw, npages, ctxt.cast()) };
+        unsafe { rpcrdma_cm_svc_arg_done(self.raw, ctxt.cast()) };
         i32::try_from(len).unwrap_or(i32::MAX)
     }
 
