@@ -671,11 +671,18 @@ impl ClientXprt {
                 && rpc.get(4..8) == Some(&[0u8; 4][..]);
             if call {
                 conn.count(X::BcCallsReceived, 1);
-                if self.x.bc_call(rpc).is_err() {
+                match self.x.bc_call(rpc) {
+                    Ok(()) => {}
+                    // The transport is being destroyed (no reference left
+                    // to take): nothing to disconnect, and its autoclose
+                    // work must not be queued again.
+                    Err(e) if e == ENOTCONN => {}
                     // More than we offered, or no memory: as xprtrdma, the
                     // connection goes (the server retransmits after).
-                    conn.count(X::BcOverflows, 1);
-                    self.x.force_disconnect();
+                    Err(_) => {
+                        conn.count(X::BcOverflows, 1);
+                        self.x.force_disconnect();
+                    }
                 }
                 return;
             }
