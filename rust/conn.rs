@@ -484,7 +484,7 @@ fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
     Ok(v)
 }
 
-/// A first-in first-out queue (the 6.12 kernel crate has no VecDeque).
+/// A first-in first-out queue (the kernel crate, 7.3, has no VecDeque).
 struct Fifo<T> {
     tree: RBTree<u64, T>,
     next: u64,

@@ -4,7 +4,8 @@
 //! (module parameter `selftest=1`, and the KUnit suite `rpcrdma_cm_vectors` on
 //! kernels with `CONFIG_KUNIT=y`), so one table proves the same code in both builds.
 //!
-//! The Linux vectors are the bytes the C peers really send (Linux 6.12): the
+//! The Linux vectors are the bytes the C peers really send (captured on Linux
+//! 6.12; 7.3's verbs.c and svc_rdma_transport.c build the same): the
 //! xprtrdma client offers R=1, 4096/4096; svcrdma answers R=0, 4096/4096 (or its
 //! `max_req_size`). The CM delivers them zero-padded: 56 octets on the passive side,
 //! 196 on the active side.

@@ -4,8 +4,8 @@
 //! (`TASK_KILLABLE`), as sunrpc waits for its RPCs: a caller that takes an
 //! ordinary signal (SIGCHLD, a shell's job control) keeps waiting for the
 //! reply instead of giving the call up and having the system call restarted
-//! as a second RPC. The 6.12 kernel crate's `CondVar` offers uninterruptible
-//! and interruptible waits only.
+//! as a second RPC. The kernel crate's `CondVar` (7.3) offers uninterruptible,
+//! interruptible and freezable waits, not killable ones.
 
 use super::bindings::{rpcrdma_cm_fatal_signal_pending, rpcrdma_cm_init_waitqueue};
 use core::marker::PhantomPinned;
