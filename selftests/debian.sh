@@ -39,9 +39,10 @@ deployed() {
 }
 
 # debian_stock_kernel: the guest runs Debian's image, and DKMS built and
-# installed our module for it (dkms status, modinfo's path and vermagic).
+# installed our module for it (dkms status, modinfo's path and vermagic),
+# as users get it: without the selftests' hooks (no test_* parameter).
 debian_stock_kernel() {
-	local ok=0 path vermagic st
+	local ok=0 path vermagic st hooks
 	ktap_print_msg "uname -r: $(uname -r); $(head -c 200 /proc/version)"
 	[ "$(uname -r)" = "$KABI" ] || { fail "not the stock kernel $KABI"; ok=1; }
 	st=$(dkms status rpcrdma-cm 2>&1)
@@ -52,6 +53,8 @@ debian_stock_kernel() {
 	ktap_print_msg "modinfo: $path ($vermagic)"
 	[[ "$path" == "/lib/modules/$KABI/updates/dkms/rpcrdma_cm.ko"* ]] || { fail "module path $path"; ok=1; }
 	[[ "$vermagic" == "$KABI "* ]] || { fail "vermagic $vermagic"; ok=1; }
+	hooks=$(modinfo -p rpcrdma_cm 2>&1 | grep '^test_')
+	[ -z "$hooks" ] || { fail "the package's module has the test hooks: $(echo $hooks)"; ok=1; }
 	return $ok
 }
 

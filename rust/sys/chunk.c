@@ -480,13 +480,14 @@ static bool rpcrdma_cm_rw_reserve(struct rpcrdma_cm_qp *qp, int n)
 }
 
 /*
- * Posts a chain of WRs (ib_post_send()). For the selftests, while
+ * Posts a chain of WRs (ib_post_send()). In a test build, while
  * test_rw_post_part counts, a chain of several has its first WR posted
  * alone and the rest refused, as a device short of room may do.
  */
 static int rpcrdma_cm_rw_post(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
 			      const struct ib_send_wr **bad)
 {
+#ifdef RPCRDMA_CM_TEST
 	unsigned int n = READ_ONCE(rpcrdma_cm_param_test_rw_post_part.value);
 	struct ib_send_wr *rest = first->next;
 	int ret;
@@ -502,6 +503,9 @@ static int rpcrdma_cm_rw_post(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first
 		return ret;
 	*bad = rest;
 	return -ENOMEM;
+#else
+	return ib_post_send(qp->id->qp, first, bad);
+#endif
 }
 
 /*

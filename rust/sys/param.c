@@ -127,6 +127,7 @@ RPCRDMA_CM_UINT_PARAM(max_connections_per_peer, 32, 1, 65535,
 		      "Server role: connections accepted at most from one peer address; more are rejected (1-65535; default 32)");
 RPCRDMA_CM_UINT_PARAM(idle_timeout, 360, 0, 86400,
 		      "Server role: close a connection that carried nothing for this many seconds (0: never; default 360, as nfsd)");
+#ifdef RPCRDMA_CM_TEST
 RPCRDMA_CM_UINT_PARAM(test_teardown_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long in a CM handler that closes its connection, before the teardown (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_listen_delay_ms, 0, 0, 60000,
@@ -137,6 +138,7 @@ RPCRDMA_CM_UINT_PARAM(test_detach_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long between stopping a listener nfsd closed and forgetting it (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_rw_post_part, 0, 0, 100,
 		      "Selftests only: post this many RDMA Read/Write chains of several WRs in part, as if the device refused all but the first WR (counts down; default 0)");
+#endif
 
 /*
  * The server transport class nfsd finds us by ("rdma" replaces rpcrdma.ko's;
@@ -174,7 +176,9 @@ module_param_named(xprt_class, rpcrdma_cm_param_xprt_class, bool, 0444);
 MODULE_PARM_DESC(xprt_class,
 		 "Register the client transport class NFS mounts use (mount -o rdma); N: none, so that rpcrdma.ko's can be loaded (default: Y)");
 
+#ifdef RPCRDMA_CM_TEST
 bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 module_param_named(test_no_mem_mgt_ext, rpcrdma_cm_param_test_no_mem_mgt_ext, bool, 0644);
 MODULE_PARM_DESC(test_no_mem_mgt_ext,
 		 "Selftests only: treat every device as lacking memory management extensions (no FRWR, no Send With Invalidate) (default: N)");
+#endif

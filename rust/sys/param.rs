@@ -8,15 +8,12 @@
 use core::ptr::{addr_of, read_volatile};
 use kernel::ffi::c_char;
 use kernel::prelude::*;
-use kernel::time::{delay::fsleep, Delta};
 
 use super::bindings::{
     c_fn, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy, rpcrdma_cm_param_listen,
     rpcrdma_cm_param_max_connections, rpcrdma_cm_param_max_connections_per_peer,
     rpcrdma_cm_param_recv_size, rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest,
-    rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_test_detach_delay_ms,
-    rpcrdma_cm_param_test_listen_delay_ms, rpcrdma_cm_param_test_no_mem_mgt_ext,
-    rpcrdma_cm_param_test_teardown_delay_ms, rpcrdma_cm_param_xprt_class,
+    rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_xprt_class,
 };
 use crate::proto::config::{check_listen_param, check_size_param, check_svc_class_param};
 
@@ -55,12 +52,6 @@ pub(crate) fn remote_invalidate() -> bool {
 /// `legacy`: send no private data.
 pub(crate) fn legacy() -> bool {
     read_param!(rpcrdma_cm_param_legacy)
-}
-
-/// `test_no_mem_mgt_ext`: treat every device as lacking FRWR and Send With
-/// Invalidate.
-pub(crate) fn test_no_mem_mgt_ext() -> bool {
-    read_param!(rpcrdma_cm_param_test_no_mem_mgt_ext)
 }
 
 /// A read-only (0444) string parameter: set at load only, so the string lives,
@@ -106,32 +97,75 @@ pub(crate) fn idle_timeout() -> u32 {
     read_param!(rpcrdma_cm_param_idle_timeout.value)
 }
 
-/// Sleeps as long as the `test_teardown_delay_ms` parameter says (selftests
-/// widen the window between a handler closing its connection and the teardown).
-pub(crate) fn test_teardown_delay() {
-    sleep_ms(read_param!(rpcrdma_cm_param_test_teardown_delay_ms.value));
-}
+pub(crate) use hooks::*;
 
-/// Sleeps as long as the `test_listen_delay_ms` parameter says (selftests widen
-/// the window between `rdma_listen()` and recording the listener).
-pub(crate) fn test_listen_delay() {
-    sleep_ms(read_param!(rpcrdma_cm_param_test_listen_delay_ms.value));
-}
+/// The selftests' hooks on live paths, in a module built with
+/// `CONFIG_RPCRDMA_CM_TEST=y` (scripts/module): the `test_*` parameters of
+/// param.c. A module built without (DKMS) has neither the parameters nor
+/// the hooks, which are then no-ops the compiler removes.
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+mod hooks {
+    use super::super::bindings::{
+        rpcrdma_cm_param_test_detach_delay_ms, rpcrdma_cm_param_test_listen_delay_ms,
+        rpcrdma_cm_param_test_no_mem_mgt_ext, rpcrdma_cm_param_test_teardown_delay_ms,
+    };
+    use core::ptr::{addr_of, read_volatile};
+    use kernel::time::{delay::fsleep, Delta};
 
-/// Sleeps as long as the `test_detach_delay_ms` parameter says (selftests widen
-/// the window between stopping a listener nfsd closed and forgetting it).
-pub(crate) fn test_detach_delay() {
-    sleep_ms(read_param!(rpcrdma_cm_param_test_detach_delay_ms.value));
-}
-
-/// Sleeps at least `ms` milliseconds (at most 60000, the parameters' limit),
-/// in process context, which is where every delay is taken (CM handlers, the
-/// listener's setup, nfsd's xpo_detach). `fsleep()` is `msleep(ms)` from four
-/// jiffies up (16 ms at HZ=250) and an hrtimer sleep below.
-fn sleep_ms(ms: u32) {
-    if ms != 0 {
-        fsleep(Delta::from_millis(i64::from(ms)));
+    /// `test_no_mem_mgt_ext`: treat every device as lacking FRWR and Send
+    /// With Invalidate.
+    pub(crate) fn test_no_mem_mgt_ext() -> bool {
+        read_param!(rpcrdma_cm_param_test_no_mem_mgt_ext)
     }
+
+    /// Sleeps as long as the `test_teardown_delay_ms` parameter says
+    /// (selftests widen the window between a handler closing its connection
+    /// and the teardown).
+    pub(crate) fn test_teardown_delay() {
+        sleep_ms(read_param!(rpcrdma_cm_param_test_teardown_delay_ms.value));
+    }
+
+    /// Sleeps as long as the `test_listen_delay_ms` parameter says (selftests
+    /// widen the window between `rdma_listen()` and recording the listener).
+    pub(crate) fn test_listen_delay() {
+        sleep_ms(read_param!(rpcrdma_cm_param_test_listen_delay_ms.value));
+    }
+
+    /// Sleeps as long as the `test_detach_delay_ms` parameter says (selftests
+    /// widen the window between stopping a listener nfsd closed and
+    /// forgetting it).
+    pub(crate) fn test_detach_delay() {
+        sleep_ms(read_param!(rpcrdma_cm_param_test_detach_delay_ms.value));
+    }
+
+    /// Sleeps at least `ms` milliseconds (at most 60000, the parameters' limit),
+    /// in process context, which is where every delay is taken (CM handlers, the
+    /// listener's setup, nfsd's xpo_detach). `fsleep()` is `msleep(ms)` from four
+    /// jiffies up (16 ms at HZ=250) and an hrtimer sleep below.
+    fn sleep_ms(ms: u32) {
+        if ms != 0 {
+            fsleep(Delta::from_millis(i64::from(ms)));
+        }
+    }
+}
+
+/// Without `CONFIG_RPCRDMA_CM_TEST`: no hook does anything.
+#[cfg(not(CONFIG_RPCRDMA_CM_TEST))]
+mod hooks {
+    /// Devices are taken as they are.
+    #[inline(always)]
+    pub(crate) fn test_no_mem_mgt_ext() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(crate) fn test_teardown_delay() {}
+
+    #[inline(always)]
+    pub(crate) fn test_listen_delay() {}
+
+    #[inline(always)]
+    pub(crate) fn test_detach_delay() {}
 }
 
 /// A random 32-bit value (`get_random_u32()`).

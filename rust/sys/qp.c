@@ -381,7 +381,11 @@ void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
  */
 void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
 {
+#ifdef RPCRDMA_CM_TEST
 	unsigned int delay = READ_ONCE(rpcrdma_cm_param_test_release_delay_ms.value);
+#else
+	const unsigned int delay = 0;
+#endif
 	struct rpcrdma_cm_qp *qp = b->qp;
 	unsigned long flags;
 

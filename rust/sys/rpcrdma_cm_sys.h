@@ -56,7 +56,6 @@ extern bool rpcrdma_cm_param_legacy;
 extern char *rpcrdma_cm_param_listen;
 extern char *rpcrdma_cm_param_svc_class;
 extern bool rpcrdma_cm_param_xprt_class;
-extern bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 
 /* An unsigned parameter and the range it is checked against. */
 struct rpcrdma_cm_uint_param {
@@ -67,11 +66,20 @@ struct rpcrdma_cm_uint_param {
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_max_connections;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_max_connections_per_peer;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_idle_timeout;
+
+/*
+ * The selftests' hooks: parameters that widen races or fake a device's
+ * limits on live paths. Only in a module built with CONFIG_RPCRDMA_CM_TEST=y
+ * (scripts/module; never DKMS): the Makefile then defines RPCRDMA_CM_TEST.
+ */
+#ifdef RPCRDMA_CM_TEST
+extern bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_teardown_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_release_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_detach_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
+#endif
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
 bool rpcrdma_cm_size_param_ok(unsigned int v);
