@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Connections and listeners: the RDMA-CM event logic of both roles, RFC 8797
-//! private data on every connect and accept, the server's admission limits
-//! and idle timeout, and what debugfs shows of them.
+//! Connections: the RDMA-CM event logic of both roles and RFC 8797 private
+//! data on every connect and accept. The module-wide state (registry,
+//! admission, idle timeout) is in `registry`, the listeners in `listener`,
+//! what debugfs shows of them in `debugfs`.
 //!
 //! Lock rules:
 //! - A `CmId` is never dropped while a `Conn`, `Listener` or `State` mutex is
@@ -21,16 +22,15 @@
 
 use core::any::Any;
 use core::net::{IpAddr, SocketAddr};
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
-use kernel::new_mutex;
+use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{Arc, Mutex};
 
 mod client;
 mod debugfs;
 mod id_slot;
 mod listener;
+mod registry;
 mod rpc_xprt;
 mod svc;
 mod testing;
@@ -38,12 +38,14 @@ mod xprt;
 pub(crate) use debugfs::{ConnectionsFile, ControlFile, ListenersFile, ParamsFile};
 use id_slot::IdSlot;
 use listener::Listener;
+pub(crate) use registry::State;
+use registry::{snapshot, Fifo, Refused};
 pub(crate) use rpc_xprt::ClientFactory;
 pub(crate) use svc::Factory;
 pub(crate) use testing::BenchFile;
 pub(crate) use xprt::{RpcsFile, XprtFile};
 
-use crate::proto::config::{listen_list, Advert};
+use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
 use crate::proto::negotiate::{negotiate, Negotiated, Role};
 use crate::proto::pvt_data::{parse, Outcome, PrivateData};
@@ -56,7 +58,6 @@ use crate::sys::rdma_cm::{
 use crate::sys::svc::SvcXprt;
 use crate::sys::trace;
 use crate::sys::wait::KillableCondVar;
-use crate::sys::workqueue::Ticker;
 
 /// Address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: usize = 5000;
@@ -121,437 +122,6 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
 }
 
 use crate::sys::time::now_ns;
-
-/// Every connection the module knows: the open ones, by id, and the last
-/// [`KEEP_CLOSED`] closed ones. Each event does O(log n) work here.
-struct Conns {
-    open: RBTree<u32, Arc<Conn>>,
-    /// A ring, oldest first from `closed_next` once full.
-    closed: KVec<Arc<Conn>>,
-    closed_next: usize,
-    /// Open server connections, all peers together and per peer address.
-    server_open: u32,
-    per_peer: RBTree<IpAddr, u32>,
-}
-
-/// Why a CONNECT_REQUEST was refused before anything was allocated for it.
-enum Refused {
-    MaxConnections,
-    MaxPerPeer,
-}
-
-/// Module-wide state: counters, connections and listeners.
-#[pin_data]
-pub(crate) struct State {
-    pub(crate) stats: Stats,
-    next_id: AtomicU32,
-    #[pin]
-    conns: Mutex<Conns>,
-    #[pin]
-    listeners: Mutex<KVec<Arc<Listener>>>,
-    #[pin]
-    rpcs: Mutex<xprt::RpcLog>,
-    #[pin]
-    bench: Mutex<Option<testing::BenchResult>>,
-}
-
-impl State {
-    pub(crate) fn new() -> Result<Arc<State>> {
-        let closed = KVec::with_capacity(KEEP_CLOSED, GFP_KERNEL)?;
-        let rpcs = xprt::RpcLog::new()?;
-        Arc::pin_init(
-            pin_init!(State {
-                stats: Stats::default(),
-                next_id: AtomicU32::new(1),
-                conns <- new_mutex!(Conns {
-                    open: RBTree::new(),
-                    closed,
-                    closed_next: 0,
-                    server_open: 0,
-                    per_peer: RBTree::new(),
-                }),
-                listeners <- new_mutex!(KVec::new()),
-                rpcs <- new_mutex!(rpcs),
-                bench <- new_mutex!(None),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    fn new_conn(
-        self: &Arc<Self>,
-        role: Role,
-        ours: Option<PrivateData>,
-        peer_ip: Option<IpAddr>,
-    ) -> Result<Arc<Conn>> {
-        self.new_conn_for(role, ours, peer_ip, false)
-    }
-
-    fn new_conn_for(
-        self: &Arc<Self>,
-        role: Role,
-        ours: Option<PrivateData>,
-        peer_ip: Option<IpAddr>,
-        nfsd: bool,
-    ) -> Result<Arc<Conn>> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        Arc::pin_init(
-            pin_init!(Conn {
-                id,
-                role,
-                nfsd,
-                peer_ip,
-                state: self.clone(),
-                xs: XprtStats::default(),
-                retired: AtomicBool::new(false),
-                last_active: AtomicI64::new(now_ns()),
-                inner <- new_mutex!(ConnInner::new(ours, param::random_u32())),
-                cv <- KillableCondVar::new(),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// Records a client connection among the open ones.
-    fn register(&self, conn: &Arc<Conn>) -> Result {
-        let mut g = self.conns.lock();
-        g.open
-            .try_create_and_insert(conn.id, conn.clone(), GFP_KERNEL)?;
-        self.stats.inc(Counter::ConnectionsOpen);
-        Ok(())
-    }
-
-    /// Admits a server connection from `peer` if the limits allow it: takes
-    /// its place under them (the check and the count are one step under the
-    /// lock), before anything is allocated for it. The place is given back by
-    /// [`State::retire`] once the connection is registered, else by
-    /// [`State::unadmit`].
-    fn admit(&self, peer: Option<IpAddr>) -> core::result::Result<Result, Refused> {
-        let mut g = self.conns.lock();
-        if g.server_open >= param::max_connections() {
-            return Err(Refused::MaxConnections);
-        }
-        let from_peer = peer
-            .and_then(|ip| g.per_peer.get(&ip).copied())
-            .unwrap_or(0);
-        if from_peer >= param::max_connections_per_peer() {
-            return Err(Refused::MaxPerPeer);
-        }
-        if let Some(ip) = peer {
-            let counted = match g.per_peer.get_mut(&ip) {
-                Some(n) => {
-                    *n += 1;
-                    Ok(())
-                }
-                None => g
-                    .per_peer
-                    .try_create_and_insert(ip, 1, GFP_KERNEL)
-                    .map(|_| ()),
-            };
-            if let Err(e) = counted {
-                return Ok(Err(e));
-            }
-        }
-        g.server_open += 1;
-        self.stats.inc(Counter::ServerConnectionsOpen);
-        Ok(Ok(()))
-    }
-
-    /// Gives back a place taken by [`State::admit`] for a connection that was
-    /// never registered.
-    fn unadmit(&self, peer: Option<IpAddr>) {
-        let mut g = self.conns.lock();
-        Self::unadmit_locked(&mut g, peer);
-        self.stats.dec(Counter::ServerConnectionsOpen);
-    }
-
-    fn unadmit_locked(g: &mut Conns, peer: Option<IpAddr>) {
-        g.server_open = g.server_open.saturating_sub(1);
-        if let Some(ip) = peer {
-            let last = match g.per_peer.get_mut(&ip) {
-                Some(n) => {
-                    *n = n.saturating_sub(1);
-                    *n == 0
-                }
-                None => false,
-            };
-            if last {
-                g.per_peer.remove(&ip);
-            }
-        }
-    }
-
-    /// Moves a connection that has just closed from the open ones to the ring
-    /// of closed ones, giving back its place under the limits. Once only.
-    fn retire(&self, conn: &Conn) {
-        if conn.retired.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let mut g = self.conns.lock();
-        let Some(c) = g.open.remove(&conn.id) else {
-            // Never registered (its creation failed early).
-            return;
-        };
-        self.stats.dec(Counter::ConnectionsOpen);
-        if c.role == Role::Server {
-            Self::unadmit_locked(&mut g, c.peer_ip);
-            self.stats.dec(Counter::ServerConnectionsOpen);
-        }
-        let old = if g.closed.len() < KEEP_CLOSED {
-            // The capacity was reserved at load: this does not allocate (and
-            // if it failed, the connection would just be forgotten).
-            let _ = g.closed.push(c, GFP_KERNEL);
-            None
-        } else {
-            let i = g.closed_next;
-            g.closed_next = (i + 1) % KEEP_CLOSED;
-            Some(core::mem::replace(&mut g.closed[i], c))
-        };
-        drop(g);
-        // A forgotten connection is freed here, outside the lock.
-        drop(old);
-    }
-
-    /// Starts listening on every endpoint of the `listen` parameter.
-    pub(crate) fn start_listeners(self: &Arc<Self>) -> Result {
-        for ep in listen_list(param::listen()) {
-            let ep = ep.ok_or(EINVAL)?;
-            let l = Listener::new(self.clone(), ep)?;
-            self.listeners.lock().push(l.clone(), GFP_KERNEL)?;
-            match l.start() {
-                Ok(true) => pr_info!("listening on {:?}\n", ep),
-                Ok(false) => pr_warn!(
-                    "listener {:?}: device removed while starting, not listening until a device is added\n",
-                    ep
-                ),
-                Err(e) => {
-                    self.stats.inc(Counter::ErrListen);
-                    pr_err!("cannot listen on {:?}: error {}\n", ep, e.to_errno());
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets a listener nfsd closed (or whose creation failed).
-    fn forget_listener(&self, l: &Arc<Listener>) {
-        let old = {
-            let mut g = self.listeners.lock();
-            let mut kept = KVec::with_capacity(g.len(), GFP_KERNEL);
-            match &mut kept {
-                Ok(k) => {
-                    for x in g.iter() {
-                        if !Arc::ptr_eq(x, l) {
-                            // Capacity reserved: cannot fail.
-                            let _ = k.push(x.clone(), GFP_KERNEL);
-                        }
-                    }
-                }
-                // No memory: the listener stays listed (dead) until unload.
-                Err(_) => return,
-            }
-            kept.map(|k| core::mem::replace(&mut *g, k))
-        };
-        drop(old);
-    }
-
-    /// Listens again on every endpoint whose listener lost its device.
-    fn restart_listeners(&self) {
-        let Ok(listeners) = snapshot(&self.listeners) else {
-            return;
-        };
-        for l in listeners.iter() {
-            // The device that was added may not be the one with our address:
-            // then the listener stays dead until another comes.
-            if l.is_dead() && l.start() == Ok(true) {
-                self.stats.inc(Counter::ListenerRestarts);
-                pr_info!("listening on {:?} again\n", l.ep);
-            }
-        }
-    }
-
-    /// `connect ADDR PORT`: starts a client connection; its progress shows in
-    /// `connections`.
-    fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
-        self.stats.inc(Counter::Connects);
-        let conn = self
-            .new_conn(Role::Client, advertised(over), None)
-            .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
-        self.register(&conn)
-            .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
-        let cm = match CmId::new(conn.clone()) {
-            Ok(cm) => cm,
-            Err(e) => {
-                self.stats.inc(Counter::ErrAlloc);
-                conn.close(Closed::CreateFailed, e.to_errno());
-                return Err(e);
-            }
-        };
-        {
-            let mut g = conn.inner.lock();
-            g.peer_addr = Some(sa);
-            g.state.advance(ConnState::Resolving);
-        }
-        // Without the lock (it allocates). The handlers of the events that
-        // follow need only their HandlerId; the id is stored just after.
-        if let Err(e) = cm.resolve_addr(&endpoint(&sa), RESOLVE_TIMEOUT_MS) {
-            self.stats.inc(Counter::ErrResolve);
-            conn.close(Closed::ResolveFailed, e.to_errno());
-            drop(cm);
-            return Err(e);
-        }
-        // Closed meanwhile (`disconnect ID`, or an ADDR_ERROR): the id goes.
-        conn.adopt_id(cm);
-        Ok(())
-    }
-
-    fn find(&self, id: u32) -> Result<Arc<Conn>> {
-        let g = self.conns.lock();
-        if let Some(c) = g.open.get(&id) {
-            return Ok(c.clone());
-        }
-        g.closed.iter().find(|c| c.id == id).cloned().ok_or(ENOENT)
-    }
-
-    /// Every connection, open and recently closed, by id; taken under the lock
-    /// and used after it, so no `Conn` lock nests in it.
-    fn snapshot(&self) -> Result<KVec<Arc<Conn>>> {
-        let g = self.conns.lock();
-        let mut v = KVec::with_capacity(g.closed.len() + g.open.iter().count(), GFP_KERNEL)?;
-        for c in g.closed.iter() {
-            v.push(c.clone(), GFP_KERNEL)?;
-        }
-        for c in g.open.values() {
-            v.push(c.clone(), GFP_KERNEL)?;
-        }
-        drop(g);
-        crate::proto::sort::sort_by_key(&mut v, |c| c.id);
-        Ok(v)
-    }
-
-    /// The open connections only.
-    fn open_snapshot(&self) -> Result<KVec<Arc<Conn>>> {
-        let g = self.conns.lock();
-        let mut v = KVec::with_capacity(g.open.iter().count(), GFP_KERNEL)?;
-        for c in g.open.values() {
-            v.push(c.clone(), GFP_KERNEL)?;
-        }
-        Ok(v)
-    }
-
-    /// `disconnect ID`.
-    fn disconnect(&self, id: u32) -> Result {
-        let conn = self.find(id)?;
-        if !conn.close(Closed::ClosedByUser, 0) {
-            return Err(ENOTCONN);
-        }
-        self.stats.inc(Counter::UserDisconnects);
-        Ok(())
-    }
-
-    /// Unload: no new connections (listeners first), then every open
-    /// connection closed and its id destroyed. Ids that handlers gave up are
-    /// torn down on the module's workqueue, which the caller then waits for.
-    pub(crate) fn shutdown(&self) {
-        let listeners = core::mem::take(&mut *self.listeners.lock());
-        for l in listeners.iter() {
-            l.stop();
-        }
-        // One at a time, taken out under the lock without allocating: every
-        // open connection is closed, so its id (which refers back to it) goes.
-        loop {
-            let next = {
-                let mut g = self.conns.lock();
-                let id = g.open.keys().next().copied();
-                id.and_then(|id| g.open.remove(&id))
-            };
-            let Some(c) = next else { break };
-            c.close(Closed::Unloaded, 0);
-        }
-        let closed = core::mem::take(&mut self.conns.lock().closed);
-        drop(closed);
-    }
-}
-
-/// A copy of a list of shared objects, taken under its lock and used after it,
-/// so the objects' own locks never nest in the list's.
-fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
-    let l = list.lock();
-    let mut v = KVec::with_capacity(l.len(), GFP_KERNEL)?;
-    for x in l.iter() {
-        v.push(x.clone(), GFP_KERNEL)?;
-    }
-    Ok(v)
-}
-
-/// A first-in first-out queue (the kernel crate, 7.3, has no VecDeque).
-struct Fifo<T> {
-    tree: RBTree<u64, T>,
-    next: u64,
-}
-
-impl<T> Fifo<T> {
-    fn new() -> Self {
-        Fifo {
-            tree: RBTree::new(),
-            next: 0,
-        }
-    }
-
-    /// Appends `v`; without memory, hands it back, for the caller to drop
-    /// after its lock.
-    fn push(&mut self, v: T) -> core::result::Result<(), T> {
-        let Ok(r) = RBTreeNodeReservation::new(GFP_KERNEL) else {
-            return Err(v);
-        };
-        self.tree.insert(r.into_node(self.next, v));
-        self.next = self.next.wrapping_add(1);
-        Ok(())
-    }
-
-    fn pop(&mut self) -> Option<T> {
-        let first = *self.tree.keys().next()?;
-        self.tree.remove(&first)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.tree.iter().next().is_none()
-    }
-
-    /// Takes everything out (to be dropped outside the caller's lock).
-    fn take(&mut self) -> Fifo<T> {
-        core::mem::replace(self, Fifo::new())
-    }
-}
-
-impl Ticker for State {
-    /// Closes server connections idle for longer than `idle_timeout`, and
-    /// connections whose disconnect after a fatal error never completed.
-    fn tick(&self) {
-        let Ok(open) = self.open_snapshot() else {
-            return;
-        };
-        let timeout = i64::from(param::idle_timeout()) * 1_000_000_000;
-        let grace = DISCONNECT_GRACE_S * 1_000_000_000;
-        let now = now_ns();
-        for c in open.iter() {
-            let quiet = now - c.last_active.load(Ordering::Relaxed);
-            let state = c.inner.lock().state;
-            if state == ConnState::Disconnecting && quiet > grace {
-                trace::closed(c.id, "disconnect_timeout", 0);
-                c.close(Closed::Disconnected, 0);
-            } else if c.role == Role::Server
-                && timeout != 0
-                && quiet > timeout
-                && state.is_established()
-                && c.close(Closed::IdleTimeout, 0)
-            {
-                self.stats.inc(Counter::IdleDisconnects);
-            }
-        }
-    }
-}
 
 /// One connection, either role.
 #[pin_data]
@@ -940,11 +510,5 @@ impl CmHandler for Conn {
 
     fn rw_done(&self, qp: &Qp, done: Arc<dyn Any + Send + Sync>, status: i32) {
         self.svc_read_done(qp, &*done, status);
-    }
-}
-
-impl crate::sys::ib_client::DeviceHandler for State {
-    fn device_added(&self) {
-        self.restart_listeners();
     }
 }
