@@ -47,9 +47,9 @@ use crate::stats::{Counter, XprtCounter as X};
 use crate::sys::chunk::Chunk;
 use crate::sys::qp::{Qp, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Net};
-use crate::sys::svc::XdrMsg;
 use crate::sys::trace;
 use crate::sys::wait::Waited;
+use crate::sys::xdr_buf::XdrMsg;
 use crate::sys::xprt::{
     MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS, XDRBUF_READ,
     XDRBUF_WRITE,

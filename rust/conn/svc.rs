@@ -33,8 +33,9 @@ use crate::stats::XprtCounter as X;
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
 use crate::sys::rdma_cm::{Net, RwDone, WC_FLUSHED};
 use crate::sys::svc::{
-    Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps, XdrMsg,
+    Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps,
 };
+use crate::sys::xdr_buf::XdrMsg;
 
 /// Makes nfsd's listeners (xpo_create).
 pub(crate) struct Factory(pub(crate) Arc<State>);

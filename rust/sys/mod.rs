@@ -23,4 +23,5 @@ pub(crate) mod time;
 pub(crate) mod trace;
 pub(crate) mod wait;
 pub(crate) mod workqueue;
+pub(crate) mod xdr_buf;
 pub(crate) mod xprt;

@@ -29,19 +29,19 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, kvec, page, read_bytes_from_xdr_buf, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages,
-    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close,
-    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
-    rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
-    rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
-    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
-    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
-    xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
+    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages, rpcrdma_cm_svc_arg_done,
+    rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending,
+    rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages, rpcrdma_cm_svc_parts,
+    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts,
+    rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt,
+    rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new,
+    rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf,
+    RPCRDMA_CM_SVC_BC_REQUESTS,
 };
-use super::chunk::Chunk;
 use super::class_slot::FactorySlot;
 use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
+use super::xdr_buf::XdrMsg;
 use super::xprt::RpcXprt;
 use core::ptr;
 use kernel::page::Page;
@@ -472,77 +472,7 @@ impl SvcRqst<'_> {
 
     /// Copies `out.len()` octets of the reply from `offset` into `out`.
     pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
-        XdrMsg { buf: self.res() }.read(offset, out)
-    }
-}
-
-/// An RPC message sunrpc encoded (a `struct xdr_buf`: head, pages, tail),
-/// read by copying out of it.
-pub(crate) struct XdrMsg<'a> {
-    buf: &'a xdr_buf,
-}
-
-impl<'a> XdrMsg<'a> {
-    /// The message `buf` holds, which stays unchanged while this lives.
-    pub(crate) fn new(buf: &'a xdr_buf) -> Self {
-        XdrMsg { buf }
-    }
-
-    /// Its length in octets.
-    pub(crate) fn len(&self) -> usize {
-        self.buf.len as usize
-    }
-
-    /// Octets of its head (what precedes the pages).
-    pub(crate) fn head_len(&self) -> u32 {
-        u32::try_from(self.buf.head[0].iov_len).unwrap_or(u32::MAX)
-    }
-
-    /// Octets of its page part.
-    pub(crate) fn page_len(&self) -> u32 {
-        self.buf.page_len
-    }
-
-    /// Octets of its tail (what follows the pages).
-    pub(crate) fn tail_len(&self) -> u32 {
-        u32::try_from(self.buf.tail[0].iov_len).unwrap_or(u32::MAX)
-    }
-
-    /// sunrpc's `XDRBUF_*` flags: what the upper layer placed in the pages.
-    pub(crate) fn flags(&self) -> u32 {
-        self.buf.flags
-    }
-
-    /// Where its page part starts in its first page.
-    pub(crate) fn page_offset(&self) -> u32 {
-        self.buf.page_base % PAGE
-    }
-
-    /// A chunk over `len` octets of its page part from `offset`, for the
-    /// peer to read or write in place. `EINVAL` beyond the page part.
-    pub(crate) fn wrap_pages(&self, qp: &Qp, offset: u32, len: u32) -> Result<Chunk> {
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > self.buf.page_len)
-        {
-            return Err(EINVAL);
-        }
-        // sunrpc's page array covers `page_base + page_len` octets of live
-        // pages (the send path fills sparse receive pages first).
-        // SAFETY: so the range checked above is live, for 'a (the xdr_buf's
-        // borrow); the chunk takes its own references.
-        unsafe { Chunk::wrap(qp, self.buf.pages, self.buf.page_base + offset, len) }
-    }
-
-    /// Copies `out.len()` octets from `offset` into `out`; fails if the message
-    /// is shorter.
-    pub(crate) fn read(&self, offset: u32, out: &mut [u8]) -> Result {
-        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
-        // SAFETY: `self.buf` is a live xdr_buf (borrowed for 'a); the function
-        // writes at most `len` octets to `out`.
-        to_result(unsafe {
-            read_bytes_from_xdr_buf(self.buf, offset, out.as_mut_ptr().cast(), len)
-        })
+        XdrMsg::new(self.res()).read(offset, out)
     }
 }
 
@@ -882,7 +812,7 @@ unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_
     // SAFETY: the request's rq_snd_buf, which sunrpc keeps unchanged while it
     // sends.
     let buf = unsafe { &*msg };
-    let msg = XdrMsg { buf };
+    let msg = XdrMsg::new(buf);
     // SAFETY: a live transport's context: nfsd's callback client holds a
     // reference on the server transport (cb_xprt) while it sends.
     unsafe { ops(rs) }.bc_send(&msg)

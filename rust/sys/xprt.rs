@@ -38,7 +38,7 @@ use super::bindings::{
 use super::class_slot::FactorySlot;
 use super::debugfs::SeqFile;
 use super::rdma_cm::{sockaddr_from_c, Net};
-use super::svc::XdrMsg;
+use super::xdr_buf::XdrMsg;
 
 pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
 pub(crate) use super::bindings::RPCRDMA_CM_XPRT_SLOTS as SLOTS;
