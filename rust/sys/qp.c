@@ -199,9 +199,9 @@ static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
 		.sg_list = &sge,
 		.num_sge = 1,
 	};
-
 	int ret;
 
+	lockdep_assert_held(&b->qp->lock);
 	if (b->qp->closed)
 		return -ENOTCONN;
 	b->cqe.done = rpcrdma_cm_recv_done;

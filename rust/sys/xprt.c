@@ -94,6 +94,7 @@ static void rpcrdma_cm_xprt_connect(struct rpc_xprt *xprt, struct rpc_task *task
 /* Called with the transport locked (autoclose, or an RPC's send). */
 static void rpcrdma_cm_xprt_close(struct rpc_xprt *xprt)
 {
+	WARN_ON_ONCE(!test_bit(XPRT_LOCKED, &xprt->state));
 	/* Rust closes the connection and resets the credits. */
 	rpcrdma_cm_xprt_close_rs(xprt, to_x(xprt)->rs);
 	xprt->reestablish_timeout = 0;
