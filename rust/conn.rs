@@ -31,6 +31,7 @@ mod debugfs;
 mod id_slot;
 mod listener;
 mod registry;
+mod responder;
 mod rpc_xprt;
 mod svc;
 mod testing;

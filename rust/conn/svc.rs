@@ -24,7 +24,8 @@ use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-use super::xprt::{n32, CallIn, Incoming, ReplyRoute};
+use super::responder::{CallIn, Incoming, ReplyRoute};
+use super::xprt::n32;
 use super::{Conn, Listener, State};
 use crate::proto::conn_state::Closed;
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};

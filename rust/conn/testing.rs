@@ -9,7 +9,8 @@
 use kernel::alloc::{KVVec, VVec};
 use kernel::prelude::*;
 
-use super::xprt::{n32, short, CallIn, Incoming, ReplyRoute};
+use super::responder::{CallIn, Incoming, ReplyRoute};
+use super::xprt::{n32, short};
 use super::{Conn, State};
 use crate::proto::config::CallSpec;
 use crate::proto::header::{encode_msg, ErrorBody, MsgSpec};

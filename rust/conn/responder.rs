@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The responder's side of a connection, whoever answers (nfsd, or the
+//! built-in echo service): the credits granted, a call's transport header
+//! decoded and checked (RFC 8166 Section 4.5), a long call assembled from its
+//! Read chunks, and the reply sent inline, in Write chunks or in a Reply
+//! chunk, or an RDMA_ERROR.
+
+use super::xprt::{n32, short};
+use super::{Conn, RECV_DEPTH};
+use crate::proto::conn_state::{receives_to_add, server_grant};
+use crate::proto::header::{
+    decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
+    Segment, RPCRDMA_VERSION,
+};
+use crate::proto::rpc::echo;
+use crate::proto::xdr::xdr_align;
+use crate::stats::XprtCounter as X;
+use crate::sys::chunk::Chunk;
+use crate::sys::qp::Qp;
+use kernel::alloc::{KVVec, VVec};
+use kernel::prelude::*;
+
+/// Receives an nfsd connection keeps for backchannel Replies.
+const BC_RESERVE: u32 = 2;
+/// The largest call message the responder assembles from chunks.
+const MAX_CALL: u32 = echo::MAX_PAYLOAD + 4096;
+
+impl Conn {
+    /// The credits the server grants now (see `conn_state`): first, if the
+    /// client uses every credit it has, more Receive buffers are posted, so
+    /// that the grant grows with the client's need and an idle or slow client
+    /// costs only its initial buffers.
+    fn grant(&self, qp: &Qp) -> u32 {
+        // nfsd's connections keep room for the Replies to backchannel Calls
+        // (two at a time), which the client sends unasked for: counted as
+        // in use, so that a client using every credit it was granted makes
+        // the Receives grow.
+        let reserve = if self.nfsd { BC_RESERVE } else { 0 };
+        let r = qp.recv_buffers();
+        // Calls received and not yet answered (this one included): those
+        // being handled, whose Receives are not posted again yet, and those
+        // whose buffers nfsd keeps (some answered already: counted too, as
+        // the client may use their credits again).
+        let in_use = r
+            .posting
+            .saturating_sub(r.posted)
+            .saturating_add(r.kept)
+            .saturating_add(reserve);
+        let add = receives_to_add(in_use, r.posting, RECV_DEPTH);
+        if add > 0 {
+            if let Ok(n) = qp.grow_recv(add) {
+                self.count(X::ReceivesAdded, u64::from(n));
+            }
+        }
+        let grant = server_grant(qp.recv_buffers().posting)
+            .saturating_sub(reserve)
+            .max(1);
+        self.inner.lock().x.credits = grant;
+        grant
+    }
+
+    /// Decodes a call's transport header: counts it, grants credits (growing
+    /// the Receives first when needed) and answers what cannot be served
+    /// (RFC 8166 Section 4.5). `None` when nothing is left to do.
+    pub(super) fn decode_call<'a>(&self, qp: &Qp, data: &'a [u8]) -> Option<Incoming<'a>> {
+        let (s2c, reminv) = {
+            let g = self.inner.lock();
+            let n = g.negotiated.as_ref()?;
+            (n.s2c, n.remote_invalidation)
+        };
+        self.count(X::CallsReceived, 1);
+        let grant = self.grant(qp);
+        let h = match decode(data, &Limits::DEFAULT) {
+            Ok(h) => h,
+            Err((xid, e)) => {
+                self.count(X::HeaderErrors, 1);
+                let (Some(code), Some(xid)) = (e.reply_code(), xid) else {
+                    return None;
+                };
+                let body = if code == crate::proto::header::ERR_VERS {
+                    ErrorBody::Vers {
+                        low: RPCRDMA_VERSION,
+                        high: RPCRDMA_VERSION,
+                    }
+                } else {
+                    ErrorBody::Chunk
+                };
+                self.send_error(qp, xid, grant, body);
+                return None;
+            }
+        };
+        // Never more than the client asks for (RFC 8166 Section 3.3.1).
+        let credits = grant.min(h.credits.max(1));
+        let (chunks, nomsg) = match h.body {
+            Body::Msg(c) => (c, false),
+            Body::NoMsg(c) => (c, true),
+            Body::Error(_) => {
+                self.count(X::RdmaErrorReceived, 1);
+                return None;
+            }
+        };
+        Some(Incoming {
+            call: CallIn {
+                xid: h.xid,
+                credits,
+                chunks,
+                inline: if nomsg { &[] } else { &data[h.len..] },
+            },
+            nomsg,
+            s2c,
+            reminv,
+        })
+    }
+
+    /// A call could not be served: `e` says why.
+    pub(super) fn call_failed(&self, qp: &Qp, xid: u32, credits: u32, e: Error) {
+        if e == ENOTCONN {
+        } else if e == EBUSY {
+            self.send_failed(qp, e);
+        } else if e == EIO {
+            // An RDMA Read or Write failed (a bad rkey, say): the QP is in
+            // error, nothing can be answered.
+            self.count(X::ChunkErrors, 1);
+            self.fatal(qp, "chunk_error", EIO.to_errno());
+        } else {
+            // A chunk we could not pull or fill, or a reply that fits nowhere
+            // the requester offered (RFC 8166 Section 4.5).
+            self.count(X::ChunkErrors, 1);
+            self.send_error(qp, xid, credits, ErrorBody::Chunk);
+        }
+    }
+
+    /// Pulls the call's Read chunks (RDMA Read) into the whole RPC message.
+    pub(super) fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
+        let pulled = call
+            .chunks
+            .read_list()
+            .map(|r| u64::from(r.segment.length))
+            .fold(0u64, u64::saturating_add);
+        let total = pulled.saturating_add(call.inline.len() as u64);
+        if total > u64::from(MAX_CALL) {
+            return Err(EMSGSIZE);
+        }
+        let mut msg = VVec::with_capacity(total as usize + 4, GFP_KERNEL)?;
+        let mut cursor = 0usize;
+        let mut current: Option<u32> = None;
+        for rs in call.chunks.read_list() {
+            if current != Some(rs.position) {
+                // A new chunk: round the previous one up to XDR alignment, then
+                // copy the inline part that precedes this one's position.
+                pad4(&mut msg)?;
+                let need = (rs.position as usize)
+                    .checked_sub(msg.len())
+                    .ok_or(EINVAL)?;
+                let part = call.inline.get(cursor..cursor + need).ok_or(EINVAL)?;
+                msg.extend_from_slice(part, GFP_KERNEL)?;
+                cursor += need;
+                current = Some(rs.position);
+            }
+            let len = rs.segment.length;
+            if len == 0 {
+                continue;
+            }
+            let mut c = Chunk::new(qp, len)?;
+            let wrs = c.rdma_read(rs.segment.handle, rs.segment.offset)?;
+            self.count(X::RdmaReads, 1);
+            self.count(X::RdmaRwWrs, u64::from(wrs));
+            self.count(X::BytesRdmaRead, u64::from(len));
+            let start = msg.len();
+            msg.extend_with(len as usize, 0, GFP_KERNEL)?;
+            c.read_at(0, &mut msg[start..])?;
+        }
+        if current.is_some() {
+            pad4(&mut msg)?;
+        }
+        msg.extend_from_slice(&call.inline[cursor..], GFP_KERNEL)?;
+        Ok(msg)
+    }
+
+    /// Pushes `data` into the segments of one chunk (RDMA Write, through a
+    /// chunk of our own memory per segment); returns the segments with the
+    /// lengths written, as the reply echoes them.
+    pub(super) fn push(&self, qp: &Qp, segs: &[Segment], data: &[u8]) -> Result<KVec<Segment>> {
+        let len = u32::try_from(data.len()).map_err(|_| EMSGSIZE)?;
+        self.write_segments(segs, len, |at, k, s| {
+            let (at, n) = (at as usize, k as usize);
+            let mut c = Chunk::new(qp, k)?;
+            c.write_at(0, &data[at..at + n])?;
+            c.rdma_write(s.handle, s.offset)
+        })
+    }
+
+    /// Fills the segments of one Write or Reply chunk in order with `len`
+    /// octets, `write(at, k, segment)` moving octets `at..at + k` of the
+    /// source into a segment by RDMA Write (returning the WRs it took);
+    /// returns the segments with the lengths written (RFC 8166 Section 3.6:
+    /// what the reply echoes). `EMSGSIZE` if the chunk is too small.
+    pub(super) fn write_segments(
+        &self,
+        segs: &[Segment],
+        len: u32,
+        mut write: impl FnMut(u32, u32, &Segment) -> Result<u32>,
+    ) -> Result<KVec<Segment>> {
+        let room = segs
+            .iter()
+            .map(|s| u64::from(s.length))
+            .fold(0u64, u64::saturating_add);
+        if u64::from(len) > room {
+            return Err(EMSGSIZE);
+        }
+        let mut out = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
+        let mut at = 0u32;
+        for s in segs {
+            let k = (len - at).min(s.length);
+            if k > 0 {
+                let wrs = write(at, k, s)?;
+                self.count(X::RdmaWrites, 1);
+                self.count(X::RdmaRwWrs, u64::from(wrs));
+                self.count(X::BytesRdmaWrite, u64::from(k));
+            }
+            out.push(Segment { length: k, ..*s }, GFP_KERNEL)?;
+            at += k;
+        }
+        Ok(out)
+    }
+
+    /// Sends `reply` (a whole RPC reply message) the way the call's chunks
+    /// allow: its DDP-eligible result (`ddp`: offset and length in `reply`)
+    /// into the call's first Write chunk (the others are echoed unused,
+    /// length 0); the rest inline when the header and it fit `s2c`, else into
+    /// the Reply chunk (RDMA_NOMSG), else `EMSGSIZE` (the caller answers
+    /// RDMA_ERROR / ERR_CHUNK).
+    pub(super) fn send_reply(
+        &self,
+        qp: &Qp,
+        route: &ReplyRoute,
+        reply: &[u8],
+        ddp: Option<(usize, u32)>,
+        s2c: u32,
+        reminv: bool,
+    ) -> Result {
+        let mut written: KVec<KVec<Segment>> = KVec::new();
+        let mut rest = KVVec::new();
+        let mut used_write = false;
+        for (i, w) in route.wchunks.iter().enumerate() {
+            let data: &[u8] = match ddp {
+                Some((off, len)) if i == 0 => reply.get(off..off + len as usize).ok_or(EINVAL)?,
+                _ => &[],
+            };
+            used_write |= !data.is_empty();
+            written.push(self.push(qp, w, data)?, GFP_KERNEL)?;
+        }
+        match ddp {
+            Some((off, len)) if used_write => {
+                let end = off + xdr_align(len as usize).ok_or(EINVAL)?;
+                rest.extend_from_slice(&reply[..off], GFP_KERNEL)?;
+                rest.extend_from_slice(&reply[end.min(reply.len())..], GFP_KERNEL)?;
+            }
+            _ => rest.extend_from_slice(reply, GFP_KERNEL)?,
+        }
+        self.send_reply_rest(qp, route, &written, &rest, used_write, s2c, reminv)
+    }
+
+    /// Sends a reply whose DDP-eligible result, if any, is already in the
+    /// call's Write list (`written`: each Write chunk's segments with the
+    /// lengths written; `used_write`: some data went there). `rest`, the
+    /// RPC reply without that result, goes inline when the header and it
+    /// fit `s2c`, else into the Reply chunk (RDMA_NOMSG), else `EMSGSIZE`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_reply_rest(
+        &self,
+        qp: &Qp,
+        route: &ReplyRoute,
+        written: &[KVec<Segment>],
+        rest: &[u8],
+        used_write: bool,
+        s2c: u32,
+        reminv: bool,
+    ) -> Result {
+        let mut wrefs: KVec<&[Segment]> = KVec::new();
+        for w in written.iter() {
+            wrefs.push(&w[..], GFP_KERNEL)?;
+        }
+        let shape = HeaderShape {
+            read_segments: 0,
+            write_chunks: n32(written.len()),
+            write_segments: n32(written.iter().map(|w| w.len()).sum()),
+            reply_segments: None,
+        };
+        let inline = shape.len().saturating_add(rest.len()) <= s2c as usize;
+        let rwritten = if inline {
+            None
+        } else if let Some(rchunk) = &route.rchunk {
+            Some(self.push(qp, rchunk, rest)?)
+        } else {
+            self.count(X::RepliesTooLarge, 1);
+            return Err(EMSGSIZE);
+        };
+
+        // Send With Invalidate only when both ends set R (RFC 8797 Section 4.1;
+        // we set it only on a device that supports it, Section 3.2), and only
+        // of an rkey this call offered: its Write chunk's, else its
+        // Reply chunk's, else its Read chunk's (all FRWR-registered by a
+        // requester that set R).
+        let inv = if reminv {
+            route
+                .wchunks
+                .first()
+                .and_then(|w| w.first())
+                .or(route.rchunk.as_ref().and_then(|r| r.first()))
+                .map(|s| s.handle)
+                .or(route.read_handle)
+        } else {
+            None
+        };
+        let spec = MsgSpec {
+            xid: route.xid,
+            credits: route.credits,
+            nomsg: rwritten.is_some(),
+            reads: &[],
+            writes: &wrefs,
+            reply: rwritten.as_deref(),
+        };
+        let mut sent = 0;
+        qp.send(inv, |buf| {
+            let limit = buf.len().min(s2c as usize);
+            let buf = &mut buf[..limit];
+            let hl = encode_msg(buf, &spec).map_err(short)?;
+            let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
+            buf.get_mut(hl..hl + body.len())
+                .ok_or(EMSGSIZE)?
+                .copy_from_slice(body);
+            sent = hl + body.len();
+            Ok(sent)
+        })?;
+        self.touch();
+        self.count(X::RepliesSent, 1);
+        self.count(
+            if rwritten.is_some() {
+                X::RepliesSentReplyChunk
+            } else if used_write {
+                X::RepliesSentWriteList
+            } else {
+                X::RepliesSentInline
+            },
+            1,
+        );
+        if inv.is_some() {
+            self.count(X::SendWithInvalidate, 1);
+        }
+        Ok(())
+    }
+
+    /// A reply could not be sent: its call is lost to the client, whose
+    /// credit would stay taken, so the connection ends (as svcrdma does).
+    /// `EBUSY` (every Send buffer in flight) cannot happen while the client
+    /// keeps to its credits: the Send buffers are twice the largest grant,
+    /// plus those waiting unsignaled for the next signaled Send.
+    pub(super) fn send_failed(&self, qp: &Qp, e: Error) {
+        if e == ENOTCONN {
+            return;
+        }
+        let why = if e == EBUSY {
+            self.count(X::SendBusy, 1);
+            "send_busy"
+        } else {
+            self.count(X::SendErrors, 1);
+            "send_error"
+        };
+        self.fatal(qp, why, e.to_errno());
+    }
+
+    pub(super) fn send_error(&self, qp: &Qp, xid: u32, credits: u32, body: ErrorBody) {
+        let code = match body {
+            ErrorBody::Vers { .. } => crate::proto::header::ERR_VERS,
+            _ => crate::proto::header::ERR_CHUNK,
+        };
+        match qp.send(None, |buf| {
+            encode_error(buf, xid, credits, body).map_err(short)
+        }) {
+            Ok(()) => {
+                self.count(X::RdmaErrorSent, 1);
+                crate::sys::trace::rdma_error(self.id, xid, code);
+            }
+            Err(e) => self.send_failed(qp, e),
+        }
+    }
+}
+
+/// Pads `v` with zeros to a multiple of 4 (XDR roundup).
+fn pad4(v: &mut VVec<u8>) -> Result {
+    let pad = (4 - v.len() % 4) % 4;
+    v.extend_from_slice(&[0u8; 3][..pad], GFP_KERNEL)?;
+    Ok(())
+}
+
+/// Where a call's reply may go: its XID, the credits granted, and owned
+/// copies of the chunks it offered (they outlive the received message when
+/// nfsd answers later).
+pub(super) struct ReplyRoute {
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) wchunks: KVec<KVec<Segment>>,
+    pub(super) rchunk: Option<KVec<Segment>>,
+    /// The first Read segment's handle, for Send With Invalidate.
+    pub(super) read_handle: Option<u32>,
+}
+
+impl ReplyRoute {
+    pub(super) fn of(xid: u32, credits: u32, chunks: &Chunks<'_>) -> Result<ReplyRoute> {
+        let mut wchunks: KVec<KVec<Segment>> = KVec::new();
+        for segs in chunks.write_list() {
+            let mut v = KVec::new();
+            for seg in segs {
+                v.push(seg, GFP_KERNEL)?;
+            }
+            wchunks.push(v, GFP_KERNEL)?;
+        }
+        let rchunk = match chunks.reply_chunk() {
+            Some(segs) => {
+                let mut v = KVec::new();
+                for seg in segs {
+                    v.push(seg, GFP_KERNEL)?;
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        Ok(ReplyRoute {
+            xid,
+            credits,
+            wchunks,
+            rchunk,
+            read_handle: chunks.read_list().next().map(|r| r.segment.handle),
+        })
+    }
+}
+
+/// A decoded call, with the connection's thresholds.
+pub(super) struct Incoming<'a> {
+    pub(super) call: CallIn<'a>,
+    /// RDMA_NOMSG: the whole call is in a Position-Zero Read chunk.
+    pub(super) nomsg: bool,
+    pub(super) s2c: u32,
+    pub(super) reminv: bool,
+}
+
+/// A received call and its chunk lists.
+pub(super) struct CallIn<'a> {
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) chunks: Chunks<'a>,
+    /// The RPC message part in the Send (empty for RDMA_NOMSG).
+    pub(super) inline: &'a [u8],
+}
