@@ -17,11 +17,12 @@ nfsd_threads() { cat /proc/fs/nfsd/threads 2>/dev/null || echo 0; }
 
 # A listener of nfsd's with no thread to take its connections: nfsd stopped,
 # then `rdmacm PORT` written to the portlist, which creates nfsd's service
-# with that listener alone. Connections the module accepts for nfsd wait on
-# the listener (its `pending` count) until nfsd stops: they must then be
-# closed (state not_accepted_by_nfsd) and freed with their nfsd transports,
-# nothing left holding the module. On 2ec06bd each stayed established, its
-# transport and the module referenced for good (rmmod refused).
+# with that listener alone. Three connections the module accepts for nfsd
+# wait on the listener (its `pending` count) until nfsd stops: they must then
+# be closed (state not_accepted_by_nfsd) and freed with their nfsd
+# transports, nothing left holding the module. On 2ec06bd each stayed
+# established, its transport and the module referenced for good (rmmod
+# refused).
 nfsd_stops_with_unaccepted_connections() {
 	local ok=0 id i sid sl pend
 	unload_transports || return 1
@@ -108,9 +109,11 @@ kept_receive_released_during_teardown() {
 # nfsd threads each holding its buffer 500 ms after replying
 # (test_release_delay_ms) and 32 callers on one connection, the Receives
 # posted must still cover every call the grant lets in: a kept buffer is
-# replaced at once. On 2ec06bd the kept buffers were simply missing, a call
-# found no Receive posted, the server's QP answered RNR NAK and, with no RNR
-# retries (as xprtrdma asks), the client's connection died and calls failed.
+# replaced at once: all 96 calls (3 per caller) answered, the connection
+# stays up, recv_bufs beyond recv_posting and no recv_short. On 2ec06bd the
+# kept buffers were simply missing, a call found no Receive posted, the
+# server's QP answered RNR NAK and, with no RNR retries (as xprtrdma asks),
+# the client's connection died and calls failed.
 receives_replaced_while_nfsd_keeps_them() {
 	local ok=0 id sid i n line
 	unload_transports || return 1
@@ -147,10 +150,11 @@ receives_replaced_while_nfsd_keeps_them() {
 # hand-made client (pvt_peer) sends nfsd an NFSv4 NULL whose RPC version
 # (octets 8-11) and program version (16-19) travel in two Read chunks read
 # from its memory, the rest inline. nfsd accepts it only if both land where
-# they belong: the reply is MSG_ACCEPTED/SUCCESS. The Reads are posted with
-# no nfsd thread waiting for them (on 2ec06bd the receiving nfsd thread
-# waited for each Read, so a client withholding Read responses parked one
-# thread per call until the RC retries ran out).
+# they belong: the reply is MSG_ACCEPTED/SUCCESS (the two swapped would get
+# RPC_MISMATCH). The Reads are posted with no nfsd thread waiting for them
+# (on 2ec06bd the receiving nfsd thread waited for each Read, so a client
+# withholding Read responses parked one thread per call until the RC
+# retries ran out).
 read_chunks_at_two_positions_to_nfsd() {
 	local ok=0 out r0 ac0 call sl sid
 	unload_transports || return 1

@@ -64,7 +64,7 @@ a_c_nfsd16() {
 	start_nfsd >/dev/null && grep -q "rdma 20049" /proc/fs/nfsd/portlist
 }
 
-# svcrdma's credit grant (64 on 6.12, 128 on 7.3).
+# svcrdma's credit grant (max_requests: 128 on 7.3).
 a_svcrdma_grant() {
 	cat /proc/sys/sunrpc/svc_rdma/max_requests
 }
@@ -127,19 +127,6 @@ pair_c_client_to_c_server() {
 	return $ok
 }
 
-# The client issue's user story against Linux's server: on the client,
-# rpcrdma.ko unloaded and `insmod rpcrdma_cm.ko` with no parameter; `mount
-# -o rdma` now runs over our client transport to Linux's nfsd (svcrdma),
-# byte-exact both ways; the mount's connection shows in our debugfs with
-# svcrdma's private data found and the thresholds negotiated from it;
-# mountstats has xprtrdma's 29-field line with chunks counted; NFS 3, 4.0
-# and 4.1 sessions; MRs recycled; the workloads of the single-kernel tests
-# at NFS 4.2, 4.1, 4.0 and 3 (mount_workloads: untar, fio with
-# verification, 5,000 entries, 64 MiB in and out, rename and links, then a
-# 64 MiB copy across an nfsd restart that changes the thresholds); NFSv3
-# ACLs; and
-# with svcrdma's max_req_size and our sizes at 16 KiB, 12 KiB WRITEs go
-# inline.
 # session VERS: mounts guest a's nfsd at NFS version VERS, 4 MiB in and out
 # byte-exact (read back after dropping the page cache), a listing, umount.
 session() {
@@ -163,6 +150,18 @@ restart_c_nfsd16() {
 	ask c_nfsd16
 }
 
+# The client issue's user story against Linux's server: on the client,
+# rpcrdma.ko unloaded and `insmod rpcrdma_cm.ko` with no parameter; `mount
+# -o rdma` now runs over our client transport to Linux's nfsd (svcrdma),
+# byte-exact both ways; the mount's connection shows in our debugfs with
+# svcrdma's private data found and the thresholds negotiated from it;
+# mountstats has xprtrdma's 29-field line with chunks counted; NFS 3, 4.0
+# and 4.1 sessions; MRs recycled; the workloads of the single-kernel tests
+# at NFS 4.2, 4.1, 4.0 and 3 (mount_workloads: untar, fio with
+# verification, 5,000 entries, 64 MiB in and out, rename and links, then a
+# 64 MiB copy across an nfsd restart that changes the thresholds); NFSv3
+# ACLs; and with svcrdma's max_req_size and our sizes at 16 KiB, four
+# 12 KiB WRITEs go inline.
 pair_our_client_to_c_server() {
 	local ok=0 line v r0 r1 ra0 grant mnt=/tmp/mnt_16
 	client_side ours || return 1
@@ -232,10 +231,12 @@ pair_our_client_to_c_server() {
 # The server issue's user story on a server of its own: rpcrdma.ko unloaded,
 # `insmod rpcrdma_cm.ko` with no parameter, `rpc.nfsd --rdma=20049`; Linux's
 # client mounts it with -o rdma,port=20049 and the data is byte-exact. Our
-# counters on the server show nfsd's calls and chunks, the client's that its
-# chunked replies came with Send With Invalidate (local_inv_needed 0 with
-# chunks of one MR each: rxe's MRs hold 128 KiB, so 1 MiB I/O needs 8 and
-# the client invalidates 7 itself, see c_client_sees_remote_invalidation).
+# counters on the server show nfsd's calls, WRITE and READ data moved
+# straight into and out of nfsd's pages (nfsd_args_direct and
+# nfsd_payloads_direct, 16 each at least) and replies sent with Send With
+# Invalidate (the client's local_inv_needed is not checked here: rxe's MRs
+# hold 128 KiB, so 1 MiB I/O needs 8 and the client invalidates 7 itself;
+# see c_client_sees_remote_invalidation).
 pair_c_client_to_our_server() {
 	local ok=0 st
 	client_side c || return 1

@@ -906,6 +906,12 @@ unload_with_live_connections() {
 	! module_loaded
 }
 
+# `rdma link delete rxe0` while echo calls of up to 70000 octets run on a
+# connection to our own listener: both ends and the listener let go of the
+# device (else the deletion would not return): the client end ends
+# device_removed, the listener is dead, device_removals counts at least two,
+# a call on the removed connection fails. With rxe0 added again the listener
+# listens again and a new connection carries a verified 70000-octet echo.
 device_removal_with_live_connections() {
 	local id ok=0 removals bg
 	load_module listen="$ADDR:$PORT" || return 1
@@ -997,6 +1003,13 @@ pvt_cases_either_role() {
 	return $ok
 }
 
+# pvt_peer as a client sends our listener odd private data (the CM pads a
+# REQ's to 56 octets): none; every length from 1 to 7 octets (the bare
+# identifier is version 0); versions 0, 2 and 255; every reserved flag bit
+# set, with and without R; size codes 0 and 255; foreign data; the
+# identifier at offset 48 (the last where a message fits) and 49
+# (truncated); two identifiers, the first defective or both good; 56 random
+# octets (fixed here).
 hostile_private_data_from_clients() {
 	local ok=0 z48 z49
 	z48=$(printf '0%.0s' {1..96})
@@ -1022,6 +1035,10 @@ hostile_private_data_from_clients() {
 	return $ok
 }
 
+# The same with our client connecting to pvt_peer as a server (the CM pads
+# a REP's private data to 196 octets): the REQ cases but lengths 1, 3, 5
+# and 7, with the REP's own offsets (188 and 189), a message followed by
+# zero octets, and 196 random octets.
 hostile_private_data_from_servers() {
 	local ok=0 z188 z189
 	z188=$(printf '0%.0s' {1..376})
@@ -1044,10 +1061,15 @@ hostile_private_data_from_servers() {
 # w WORD...: 32-bit words in hex, as they go on the wire.
 w() { printf '%08x' "$@"; }
 
-# Our responder against a peer sending malformed RPC-over-RDMA messages: each
-# gets the RFC 8166 answer (RDMA_ERROR with ERR_VERS or ERR_CHUNK), or is
-# dropped when there is not even an XID; a Read chunk with a bogus rkey ends
-# the connection cleanly. Counters show each kind; no oops (dmesg_clean).
+# Our responder against a peer sending malformed RPC-over-RDMA messages
+# (pvt_peer as a client): transport version 2, procedure 7, RDMA_MSGP,
+# RDMA_DONE, a truncated Read list, a list discriminator of 2, a misaligned
+# position, 1000 segments, RDMA_NOMSG without a Read chunk, an RPC reply as
+# a call, an RDMA_ERROR from the requester, 8 octets. Each gets the RFC 8166
+# answer (RDMA_ERROR with ERR_VERS or ERR_CHUNK; GARBAGE_ARGS for the reply
+# as a call), or is dropped when there is no XID to answer or it is an
+# RDMA_ERROR; a Read chunk with a bogus rkey ends the connection cleanly.
+# Counters show each kind; no oops (dmesg_clean).
 malformed_headers_from_a_client() {
 	local out sl sid ok=0 null echo_call
 	load_module listen="$ADDR:$PORT" || return 1
@@ -1115,10 +1137,15 @@ hostile_server() {
 	connected "$ADDR $port"
 }
 
-# A hostile server answering our client's calls with crafted replies: each call
-# ends with the RFC 8166 outcome or a clean error, at once (only the server
-# that never answers costs the call timeout), and its counter rises; no oops,
-# and no MR is left once the connections are gone.
+# A hostile server answering our client's calls with crafted replies (the
+# numbered cases below: a short reply, unmatched and repeated XIDs, bad
+# headers, chunks the call did not offer, credits 0 and 65535 taken as 1
+# and 32, an RDMA_ERROR sent with invalidate, no reply, an rkey that is not
+# ours, a reply larger than our Receive buffers): each call ends with
+# the RFC 8166 outcome or a clean error, at once (only the server that
+# never answers costs the call timeout; the last two end the connection and
+# fail the call within 5 s), and its counter rises; no oops, and no MR is
+# left once the connections are gone.
 malformed_replies_from_a_server() {
 	local id ok=0 mr0 hdr ok_rpc good t0 i
 	local -a replies
@@ -1227,8 +1254,9 @@ malformed_replies_from_a_server() {
 }
 
 # Peers that misbehave at the connection level: one that rejects, an address
-# nobody answers for (resolution times out), a server that accepts and
-# disconnects at once, and one that disappears while our RPC is in flight.
+# nobody answers for (`disconnect` ends the connect; left alone, the CM's own
+# REQ timeout does), a server that accepts and disconnects at once, and one
+# killed while our RPC is in flight (the call fails).
 peers_that_reject_vanish_or_never_answer() {
 	local id ok=0 t0 pid out=/tmp/peer.out
 	load_module || return 1
@@ -1281,8 +1309,9 @@ peers_that_reject_vanish_or_never_answer() {
 }
 
 # 1000 connect/disconnect cycles through our own listener (both roles each
-# time; 50 at a time), 64 connections at once, and an unload while connections are being
-# set up. Nothing leaks (the debug kernel's kmemleak), nothing oopses.
+# time; 50 at a time), 64 connections at once, and an unload while 16 more
+# are being set up. Nothing leaks (the debug kernel's kmemleak), nothing
+# oopses.
 churn_connects_and_unload() {
 	local i r id ok=0 first n
 	# All from one address, more than max_connections_per_peer's default.
@@ -1325,9 +1354,9 @@ elapsed() { echo "$(date +%s.%N) $1" | awk '{ printf "%.2f", $1 - $2 }'; }
 # DISCONNECTED handler takes the connection's id and sleeps
 # test_teardown_delay_ms (3 s) before releasing it; rmmod comes during that
 # sleep. Unloading must wait for the handler and for the teardown it defers:
-# rmmod returns only after the sleep, the ids are gone, nothing oopses. A
-# module that did not wait would return at once and the handler would wake up
-# in freed code.
+# rmmod returns only after the sleep (at least 1.5 s after it started), the
+# ids are gone, nothing oopses. A module that did not wait would return at
+# once and the handler would wake up in freed code.
 unload_waits_for_closing_handler() {
 	local out=/tmp/peer.out sid t0 took ok=0
 	load_module listen="$ADDR:$PORT" test_teardown_delay_ms=3000 || return 1
@@ -1387,6 +1416,10 @@ flood_result() {
 # what it was (each accepted connection posts 2 Receives of 256 KiB until its
 # client uses its credits, Send buffers come on first use); an honest client
 # connected before the flood keeps being served throughout, every chunk type.
+# With max_connections=16 and max_connections_per_peer=8: 40 connections
+# from 192.0.2.2 (8 accepted, 32 rejected), then 40 from 192.0.2.3 (7
+# accepted, 33 rejected: the global cap, the honest client holding one
+# place); once the flood ends its places come back.
 connection_flood_is_capped() {
 	local ok=0 honest before during r1 r2 pid1 pid2 line id i
 	ip addr add 192.0.2.2/24 dev dummy0 2>/dev/null
@@ -1460,7 +1493,10 @@ idle_server_connections_are_closed() {
 # A server that never answers, holding our calls: a call that times out or is
 # interrupted keeps its credit (RFC 8166 Section 3.3.1), so no call beyond
 # the grant is sent (with rnr_retry 0 an extra Send would kill the
-# connection). `bench` stops on the signal instead of abandoning the rest.
+# connection). `bench` stops on the signal instead of abandoning the rest:
+# a bench of 20 calls stopped by SIGTERM after 3 s sent one call (the
+# credit of 1 stays taken), a further call is not sent, the server saw
+# exactly one call, and the connection stays up.
 abandoned_calls_keep_their_credit() {
 	local out=/tmp/peer.out pid id ok=0 calls
 	load_module || return 1
@@ -1486,8 +1522,9 @@ abandoned_calls_keep_their_credit() {
 
 # The device goes away between rdma_listen() and the listener being recorded
 # (test_listen_delay_ms widens that window to 4 s): `rdma link delete` must
-# not wait for the module to be unloaded, the listener is dead, and it
-# listens again once a device is added.
+# not wait for the module to be unloaded (it returns within 15 s), the
+# listener is dead, and it listens again once a device is added
+# (listener_restarts 1; a 70000-octet echo goes through).
 device_removal_while_listener_starts() {
 	local t0 took rc ipid id ok=0
 	unload_module || return 1
@@ -1546,9 +1583,10 @@ remote_invalidation_needs_device_support() {
 	return $ok
 }
 
-# Linux's rpcrdma.ko holds the server class name "rdma": loading ours with
-# the default name fails with one clear line; another name works and shows
-# in /proc/sys/sunrpc/transports.
+# Linux's rpcrdma.ko holds the class names "rdma": loading ours with the
+# default server class name, or with its client class (xprt_class=Y), fails
+# with one clear line; svc_class=rdmacm xprt_class=0 works and shows in
+# /proc/sys/sunrpc/transports beside rpcrdma.ko's class.
 svc_class_conflicts_with_rpcrdma() {
 	local ok=0
 	load_c_transport || return 1
@@ -1672,7 +1710,7 @@ restart_our_nfsd() {
 # NFSv4.1 callbacks over our transport's backchannel: nfsd's callback path to
 # the client is up, the client gets a read delegation, and a local writer on
 # the server that conflicts with it makes nfsd recall it (CB_RECALL over the
-# backchannel): the write proceeds within seconds, not after the lease-break
+# backchannel): the write proceeds within 10 s, not after the lease-break
 # time (20 s here), and our counters show the backchannel Calls and Replies.
 delegation_recall_over_backchannel() {
 	local mnt=/tmp/mnt_cb ok=0 t0 took info states before_c before_r i
@@ -1721,11 +1759,12 @@ delegation_recall_over_backchannel() {
 }
 
 # RFC 8797 on the real path, as Linux's client sees it: it sets R, so does our
-# server (on rxe), and its chunked READs and WRITEs come back with Send With
-# Invalidate: in the client's own mountstats the chunks rise while
-# local_inv_needed stays where it was. xprtrdma takes one remotely invalidated
-# MR per reply (frwr_reminv) and invalidates the call's other MRs itself; on
-# rxe an MR spans 128 KiB, so rsize and wsize of 64 KiB keep each chunk in one.
+# server (on rxe), and its chunked READs and WRITEs (a 4 MiB file written and
+# read back at NFS 4.2) come back with Send With Invalidate: in the client's
+# own mountstats the chunks rise while local_inv_needed stays where it was.
+# xprtrdma takes one remotely invalidated MR per reply (frwr_reminv) and
+# invalidates the call's other MRs itself; on rxe an MR spans 128 KiB, so
+# rsize and wsize of 64 KiB keep each chunk in one.
 c_client_sees_remote_invalidation() {
 	local mnt=/tmp/mnt_ri ok=0 w0 r0 l0 w1 r1 l1 sl
 	module_loaded || load_module || return 1
@@ -1752,7 +1791,8 @@ c_client_sees_remote_invalidation() {
 # WRITE data by RDMA Read into the request's pages, READ data by RDMA Write
 # from the reply's pages (nfsd_args_direct, nfsd_payloads_direct), never
 # through a copy (nfsd_args_copied, nfsd_payloads_copied stay put), and the
-# file is byte-exact both ways.
+# file is byte-exact both ways. At NFS 3 and 4.2, an 8 MiB file: with 1 MiB
+# I/O at least 8 direct each way.
 nfsd_data_moves_without_copies() {
 	local mnt=/tmp/mnt_zc ok=0 ad0 ac0 pd0 pc0 ad1 ac1 pd1 pc1 v src
 	module_loaded || load_module || return 1
@@ -1880,12 +1920,13 @@ tracepoints_show_negotiation_and_errors() {
 	return $ok
 }
 
-# nfsd over our transport with an IPv6 client (proto=rdma6), and the RDMA
-# device removed while a copy runs on a mount: `rdma link delete` returns,
-# nfsd's connections and listeners let go of the device, the listeners come
-# back when it is added again, the client reconnects and the copy completes
-# byte for byte. The mount runs over our client transport: the device is
-# the client's too, and Linux's 6.12 client races its removal (its
+# nfsd over our transport with an IPv6 client (proto=rdma6; 32 MiB
+# byte-exact), and the RDMA device removed while a copy runs on a mount:
+# `rdma link delete` returns, no connection of nfsd's survives its device,
+# nfsd's wildcard listeners are listening once it is added again, the client
+# reconnects and the copy completes byte for byte. The mount runs over our
+# client transport: the device is the client's too, and Linux's 6.12 client
+# raced its removal (not re-checked with 7.3's; its
 # reconnect's rdma_resolve_route() on an id the CM is removing returns
 # -EINVAL, which sunrpc treats as fatal even on a hard mount: the copy then
 # failed now and then, "cp: failed to close: Invalid argument"). Linux's
@@ -1972,7 +2013,10 @@ rmmod_refused_while_nfsd_uses_the_class() {
 # rdma" line: a 500-entry listing takes a Reply chunk, a 1 MiB READ lands in
 # the page cache through a Write chunk (nothing copied into pages), a 1 MiB
 # WRITE leaves from it through a Read chunk; rmmod is refused while
-# the mount holds the class, and succeeds once it is gone.
+# the mount holds the class, and succeeds once it is gone. Also: the ping
+# command through sunrpc over our client class; eight direct 1 MiB WRITEs
+# register 8 chunks but allocate at most one MR (MRs recycled); NFSv3 ACLs
+# (nfs3_acls in lib.sh).
 nfs_client_over_rust_transport() {
 	local v mnt=/tmp/mnt_oc line ms r0 r1 c0 id g0 g1 m0 m1 ma0 ma1 ok=0
 	unload_transports || return 1
@@ -2051,7 +2095,8 @@ our_client_class() {
 # nfs_workloads_over_rust_transport (untar of 2,000 files and diff, fio
 # random I/O of 512 B to 1 MiB with crc32c verification, 5,000 entries
 # listed, nfsd restarted during a 64 MiB copy) with `mount -o rdma` running
-# over our client class.
+# over our client class; never more calls in flight than our server's 32
+# credits (calls_in_flight_max, at least 2 at iodepth 64).
 nfs_client_workloads_over_rust_transport() {
 	local ok=0
 	our_client_class || return 1
@@ -2067,9 +2112,11 @@ nfs_client_workloads_over_rust_transport() {
 # Section 4): nfsd stopped during a 64 MiB copy, both ends' sizes raised to
 # 16 KiB, nfsd started again: the copy completes byte for byte and the
 # mount's new connection shows c2s=s2c=16384 where the first showed 4096,
-# and 12 KiB WRITEs now go inline. Then the RDMA device is deleted during a copy and added again: the mount
-# reconnects once it is back and the copy completes byte for byte. The
-# tracepoint rpcrdma_cm_xprt shows the connect and the reconnects.
+# and four 12 KiB WRITEs now go inline. Then the RDMA device is deleted
+# during a copy and added again 3 s later: the mount reconnects once it is
+# back and the copy completes byte for byte. The tracepoint rpcrdma_cm_xprt
+# shows the first connection's connect and the new one's reconnect, both
+# status=0, and at least one more reconnect after the device removal.
 mount_reconnects_with_new_thresholds() {
 	local mnt=/tmp/mnt_rc ok=0 pid line first r0 r1 t tr=/sys/kernel/tracing
 	our_client_class || return 1
@@ -2240,7 +2287,10 @@ kmemleak_finds_a_leak() {
 
 # debug_kernel_checks_on (debug kernels only, run first): the checks
 # `make check-debug` promises are really on in the guest, so a green run
-# cannot come from a kernel that checks nothing.
+# cannot come from a kernel that checks nothing: KASAN initialised, lockdep
+# on and not switched off (debug_locks 1), kmemleak and debug objects
+# present, kmalloc-64 with sanity checks, red zones and poisoning (slub_debug
+# at boot), and kmemleak reporting the kmemleak-test sample's leaks.
 debug_kernel_checks_on() {
 	local ok=0 f
 	dmesg | grep -q 'KernelAddressSanitizer initialized' || { fail "KASAN not initialized"; ok=1; }
