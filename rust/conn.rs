@@ -124,13 +124,46 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
 
 use crate::sys::time::now_ns;
 
+/// What a connection carries: the one upper layer above it, fixed when the
+/// connection is made. It decides the role, where a received message goes
+/// ([`Conn::on_recv`]), the QP's depths and what debugfs calls it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Upper {
+    /// Server: accepted on a listener nfsd made; calls go to nfsd.
+    Nfsd,
+    /// Client: an NFS mount's transport (`ClientXprt`, the `owner`).
+    Mount,
+    /// Client: the debugfs caller (`control`'s `connect`).
+    Caller,
+    /// Server: accepted on a `listen` listener; the built-in echo service
+    /// answers.
+    Echo,
+}
+
+impl Upper {
+    pub(super) fn role(self) -> Role {
+        match self {
+            Upper::Nfsd | Upper::Echo => Role::Server,
+            Upper::Mount | Upper::Caller => Role::Client,
+        }
+    }
+
+    /// What `connections` says the connection is for, if anything.
+    pub(super) fn for_name(self) -> Option<&'static str> {
+        match self {
+            Upper::Nfsd => Some("nfsd"),
+            Upper::Mount => Some("mount"),
+            Upper::Caller | Upper::Echo => None,
+        }
+    }
+}
+
 /// One connection, either role.
 #[pin_data]
 pub(crate) struct Conn {
     id: u32,
-    role: Role,
-    /// Server: a connection of nfsd's (accepted on a listener nfsd made).
-    nfsd: bool,
+    /// What it carries (immutable).
+    upper: Upper,
     /// Server: the client's address, counted under `max_connections_per_peer`.
     peer_ip: Option<IpAddr>,
     state: Arc<State>,
@@ -167,10 +200,8 @@ struct ConnInner {
     svc: Option<SvcXprt>,
     /// Calls received for nfsd, not yet handed to it.
     svc_queue: Fifo<svc::SvcItem>,
-    /// Client: the mount whose transport this is, until it closes.
+    /// [`Upper::Mount`]: the mount whose transport this is, until it closes.
     owner: Option<Arc<rpc_xprt::ClientXprt>>,
-    /// Client: made for a mount (kept for debugfs once closed).
-    for_mount: bool,
 }
 
 impl ConnInner {
@@ -192,7 +223,6 @@ impl ConnInner {
             svc: None,
             svc_queue: Fifo::new(),
             owner: None,
-            for_mount: false,
         }
     }
 
@@ -241,6 +271,11 @@ enum Closing {
 }
 
 impl Conn {
+    /// Client or server: what [`Upper`] it carries says.
+    fn role(&self) -> Role {
+        self.upper.role()
+    }
+
     /// Closes the connection for `why` (the first close wins): fails the calls in
     /// flight, gives back its place among the open connections, and releases
     /// the id (from inside its handler, the teardown is deferred). Returns
@@ -369,7 +404,7 @@ impl Conn {
         let peer = g.names.as_ref().map_or("-", |n| n.peer());
         trace::negotiated(&trace::Negotiated {
             id: self.id,
-            server: self.role == Role::Server,
+            server: self.role() == Role::Server,
             peer,
             outcome: o.name(),
             peer_send: n.peer.send_size,
@@ -388,14 +423,13 @@ impl Conn {
 
     fn route_resolved(&self, id: &HandlerId<'_>) -> Result {
         let caps = id.caps();
-        let (send, recv, mount) = {
+        let (send, recv) = {
             let mut g = self.inner.lock();
             g.set_device(caps, self.stats());
-            let (send, recv) = g.buffer_sizes();
-            (send, recv, g.for_mount)
+            g.buffer_sizes()
         };
         // A mount's connection also takes the server's backchannel Calls.
-        let (sends, receives, initial) = if mount {
+        let (sends, receives, initial) = if self.upper == Upper::Mount {
             (
                 rpc_xprt::MOUNT_SEND_DEPTH,
                 rpc_xprt::MOUNT_RECV_DEPTH,
@@ -467,7 +501,7 @@ impl CmHandler for Conn {
                 // The passive side learnt the client's private data and read
                 // depth at CONNECT_REQUEST; the active side learns the server's
                 // here (the passive side's ESTABLISHED carries neither).
-                if self.role == Role::Client {
+                if self.role() == Role::Client {
                     g.ord = ev.initiator_depth;
                     g.negotiate(Role::Client, ev.private_data, st);
                     self.trace_negotiated(&g);

@@ -282,7 +282,7 @@ impl Conn {
     }
 
     fn call_inner(&self, req: &Req<'_>, rec: &mut RpcRecord) -> Result {
-        if self.role != Role::Client {
+        if self.role() != Role::Client {
             return Err(EINVAL);
         }
         let head_len = req.head_len()?;

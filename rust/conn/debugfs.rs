@@ -27,14 +27,11 @@ impl Conn {
             m,
             "id={} role={} state={}",
             self.id,
-            self.role.name(),
+            self.role().name(),
             g.state.name()
         )?;
-        if self.nfsd {
-            m.write_str(" for=nfsd")?;
-        }
-        if g.for_mount {
-            m.write_str(" for=mount")?;
+        if let Some(f) = self.upper.for_name() {
+            write!(m, " for={}", f)?;
         }
         if let ConnState::Closed(_, e) = g.state {
             if e != 0 {

@@ -5,7 +5,7 @@
 //! connections it accepted that nfsd has not taken yet.
 
 use super::{
-    advertised, endpoint, svc, Conn, Counter, Fifo, Refused, State, BACKLOG, RECV_BUDGET,
+    advertised, endpoint, svc, Conn, Counter, Fifo, Refused, State, Upper, BACKLOG, RECV_BUDGET,
     RECV_DEPTH, SEND_DEPTH,
 };
 use crate::proto::config::Advert;
@@ -207,11 +207,14 @@ impl Listener {
         }
         let conn = match self
             .state
-            .new_conn_for(
-                Role::Server,
+            .new_conn(
+                if self.svc.is_some() {
+                    Upper::Nfsd
+                } else {
+                    Upper::Echo
+                },
                 advertised(&Advert::default()),
                 peer,
-                self.svc.is_some(),
             )
             .and_then(|c| self.state.register(&c).map(|()| c))
         {

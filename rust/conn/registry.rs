@@ -6,7 +6,7 @@
 //! closes idle and stuck connections.
 
 use super::{
-    advertised, endpoint, testing, xprt, Conn, ConnInner, Listener, DISCONNECT_GRACE_S,
+    advertised, endpoint, testing, xprt, Conn, ConnInner, Listener, Upper, DISCONNECT_GRACE_S,
     KEEP_CLOSED, RESOLVE_TIMEOUT_MS,
 };
 use crate::proto::config::{listen_list, Advert};
@@ -83,28 +83,19 @@ impl State {
         )
     }
 
+    /// A new connection for `upper`, advertising `ours`; `peer_ip`: a
+    /// server connection's client, counted under `max_connections_per_peer`.
     pub(super) fn new_conn(
         self: &Arc<Self>,
-        role: Role,
+        upper: Upper,
         ours: Option<PrivateData>,
         peer_ip: Option<IpAddr>,
-    ) -> Result<Arc<Conn>> {
-        self.new_conn_for(role, ours, peer_ip, false)
-    }
-
-    pub(super) fn new_conn_for(
-        self: &Arc<Self>,
-        role: Role,
-        ours: Option<PrivateData>,
-        peer_ip: Option<IpAddr>,
-        nfsd: bool,
     ) -> Result<Arc<Conn>> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         Arc::pin_init(
             pin_init!(Conn {
                 id,
-                role,
-                nfsd,
+                upper,
                 peer_ip,
                 state: self.clone(),
                 xs: XprtStats::default(),
@@ -198,7 +189,7 @@ impl State {
             return;
         };
         self.stats.dec(Counter::ConnectionsOpen);
-        if c.role == Role::Server {
+        if c.role() == Role::Server {
             Self::unadmit_locked(&mut g, c.peer_ip);
             self.stats.dec(Counter::ServerConnectionsOpen);
         }
@@ -281,7 +272,7 @@ impl State {
     pub(super) fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
         self.stats.inc(Counter::Connects);
         let conn = self
-            .new_conn(Role::Client, advertised(over), None)
+            .new_conn(Upper::Caller, advertised(over), None)
             .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
         self.register(&conn)
             .inspect_err(|_| self.stats.inc(Counter::ErrAlloc))?;
@@ -446,7 +437,7 @@ impl Ticker for State {
             if state == ConnState::Disconnecting && quiet > grace {
                 trace::closed(c.id, "disconnect_timeout", 0);
                 c.close(Closed::Disconnected, 0);
-            } else if c.role == Role::Server
+            } else if c.role() == Role::Server
                 && timeout != 0
                 && quiet > timeout
                 && state.is_established()

@@ -7,7 +7,7 @@
 //! chunk, or an RDMA_ERROR.
 
 use super::xprt::{n32, short};
-use super::{Conn, RECV_DEPTH};
+use super::{Conn, Upper, RECV_DEPTH};
 use crate::proto::conn_state::{receives_to_add, server_grant};
 use crate::proto::header::{
     decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
@@ -36,7 +36,11 @@ impl Conn {
         // (two at a time), which the client sends unasked for: counted as
         // in use, so that a client using every credit it was granted makes
         // the Receives grow.
-        let reserve = if self.nfsd { BC_RESERVE } else { 0 };
+        let reserve = if self.upper == Upper::Nfsd {
+            BC_RESERVE
+        } else {
+            0
+        };
         let r = qp.recv_buffers();
         // Calls received and not yet answered (this one included): those
         // being handled, whose Receives are not posted again yet, and those

@@ -35,12 +35,12 @@ use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex};
 
 use super::xprt::short;
-use super::{advertised, endpoint, Conn, State, RESOLVE_TIMEOUT_MS};
+use super::{advertised, endpoint, Conn, State, Upper, RESOLVE_TIMEOUT_MS};
 use crate::proto::chunk::{plan, CallPlan, DdpItem, ReplyPlan, RpcShape};
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, ReadSegment, Segment};
-use crate::proto::negotiate::{Negotiated, Role};
+use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
 
@@ -275,13 +275,12 @@ impl ClientXprt {
         st.inc(Counter::Connects);
         let conn = this
             .state
-            .new_conn(Role::Client, advertised(&Advert::default()), None)
+            .new_conn(Upper::Mount, advertised(&Advert::default()), None)
             .inspect_err(|_| st.inc(Counter::ErrAlloc))?;
         *id = conn.id;
         {
             let mut g = conn.inner.lock();
             g.owner = Some(this.clone());
-            g.for_mount = true;
         }
         this.state
             .register(&conn)

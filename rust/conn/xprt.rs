@@ -23,9 +23,8 @@
 use core::fmt::{self, Write};
 use kernel::prelude::*;
 
-use super::{Conn, State, QP_DEPTH};
+use super::{Conn, State, Upper, QP_DEPTH};
 use crate::proto::conn_state::ConnState;
-use crate::proto::negotiate::Role;
 use crate::proto::nfs4::Summary;
 use crate::stats::XprtCounter as X;
 use crate::sys::qp::Qp;
@@ -307,16 +306,19 @@ impl Conn {
         }
         self.touch();
         self.count(X::BytesRecv, wc.data.len() as u64);
-        match self.role {
-            Role::Client => {
+        match self.upper {
+            Upper::Mount => {
                 let owner = self.inner.lock().owner.clone();
                 match owner {
                     Some(o) => o.received(self, qp, wc.data, wc.invalidated),
+                    // The mount let go: nothing waits, as for the caller's
+                    // XIDs it does not know.
                     None => self.reply_received(wc.data, wc.invalidated),
                 }
             }
-            Role::Server if self.nfsd => self.svc_received(qp, wc),
-            Role::Server => self.builtin_call_received(qp, wc.data),
+            Upper::Caller => self.reply_received(wc.data, wc.invalidated),
+            Upper::Nfsd => self.svc_received(qp, wc),
+            Upper::Echo => self.builtin_call_received(qp, wc.data),
         }
     }
 
@@ -393,7 +395,13 @@ impl crate::sys::debugfs::Show for XprtFile {
                 let g = c.inner.lock();
                 (g.x.credits, g.cm.get().and_then(|cm| cm.qp()))
             };
-            write!(m, "id={} role={} credits={}", c.id, c.role.name(), credits)?;
+            write!(
+                m,
+                "id={} role={} credits={}",
+                c.id,
+                c.role().name(),
+                credits
+            )?;
             if let Some(qp) = qp {
                 let (recv, short) = qp.recv_allocated();
                 write!(
