@@ -195,7 +195,11 @@ struct ConnInner {
     negotiated: Option<Negotiated>,
     ord: u8,
     cm: IdSlot,
-    x: xprt::XprtState,
+    /// Client: the credits the server granted (RFC 8166 Section 3.3.1), 1
+    /// until the first Reply. Server: the last grant we sent.
+    credits: u32,
+    /// The debugfs caller's calls in flight.
+    x: xprt::CallerSlots,
     /// nfsd's reference on its transport, until nfsd detaches it.
     svc: Option<SvcXprt>,
     /// Calls received for nfsd, not yet handed to it.
@@ -219,7 +223,8 @@ impl ConnInner {
             negotiated: None,
             ord: 0,
             cm: IdSlot::new(),
-            x: xprt::XprtState::new(first_xid),
+            credits: 1,
+            x: xprt::CallerSlots::new(first_xid),
             svc: None,
             svc_queue: Fifo::new(),
             owner: None,

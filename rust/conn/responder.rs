@@ -60,7 +60,7 @@ impl Conn {
         let grant = server_grant(qp.recv_buffers().posting)
             .saturating_sub(reserve)
             .max(1);
-        self.inner.lock().x.credits = grant;
+        self.inner.lock().credits = grant;
         grant
     }
 

@@ -723,6 +723,8 @@ impl ClientXprt {
                 self.x.set_credits(window);
             }
         }
+        // The grant, as `xprt` shows the connection's credits.
+        conn.inner.lock().credits = credits;
         conn.count(X::RepliesReceived, 1);
         let mut held = Held {
             x: self,

@@ -78,20 +78,17 @@ pub(super) struct Pending {
     pub(super) abandoned: bool,
 }
 
-/// Per-connection messaging state, under the connection's mutex.
-pub(super) struct XprtState {
-    /// Client: credits the server granted (RFC 8166 Section 3.3.1), 1 until the
-    /// first reply. Server: the last grant we sent.
-    pub(super) credits: u32,
+/// The debugfs caller's calls in flight ([`super::Upper::Caller`]), under
+/// the connection's mutex.
+pub(super) struct CallerSlots {
     pub(super) outstanding: u32,
     pub(super) next_xid: u32,
     pub(super) pending: [Option<Pending>; SLOTS],
 }
 
-impl XprtState {
+impl CallerSlots {
     pub(super) fn new(first_xid: u32) -> Self {
-        XprtState {
-            credits: 1,
+        CallerSlots {
             outstanding: 0,
             next_xid: first_xid,
             pending: [const { None }; SLOTS],
@@ -393,7 +390,7 @@ impl crate::sys::debugfs::Show for XprtFile {
         for c in snapshot.iter() {
             let (credits, qp) = {
                 let g = c.inner.lock();
-                (g.x.credits, g.cm.get().and_then(|cm| cm.qp()))
+                (g.credits, g.cm.get().and_then(|cm| cm.qp()))
             };
             write!(
                 m,
