@@ -26,13 +26,19 @@ use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
+mod chunks;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 mod client;
 mod debugfs;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+mod echo;
 mod id_slot;
 mod listener;
 mod registry;
 mod responder;
 mod rpc_xprt;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+mod rpcs;
 mod svc;
 mod testing;
 mod xprt;
@@ -42,9 +48,11 @@ use listener::Listener;
 pub(crate) use registry::State;
 use registry::{snapshot, Fifo, Refused};
 pub(crate) use rpc_xprt::ClientFactory;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+pub(crate) use rpcs::RpcsFile;
 pub(crate) use svc::Factory;
 pub(crate) use testing::BenchFile;
-pub(crate) use xprt::{RpcsFile, XprtFile};
+pub(crate) use xprt::XprtFile;
 
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
@@ -133,18 +141,24 @@ pub(super) enum Upper {
     Nfsd,
     /// Client: an NFS mount's transport (`ClientXprt`, the `owner`).
     Mount,
-    /// Client: the debugfs caller (`control`'s `connect`).
+    /// Client (test builds): the debugfs caller (`control`'s `connect`).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     Caller,
-    /// Server: accepted on a `listen` listener; the built-in echo service
-    /// answers.
+    /// Server (test builds): accepted on a `listen` listener; the built-in
+    /// echo service answers.
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     Echo,
 }
 
 impl Upper {
     pub(super) fn role(self) -> Role {
         match self {
-            Upper::Nfsd | Upper::Echo => Role::Server,
-            Upper::Mount | Upper::Caller => Role::Client,
+            Upper::Nfsd => Role::Server,
+            Upper::Mount => Role::Client,
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Upper::Echo => Role::Server,
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Upper::Caller => Role::Client,
         }
     }
 
@@ -153,6 +167,7 @@ impl Upper {
         match self {
             Upper::Nfsd => Some("nfsd"),
             Upper::Mount => Some("mount"),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             Upper::Caller | Upper::Echo => None,
         }
     }
@@ -198,8 +213,9 @@ struct ConnInner {
     /// Client: the credits the server granted (RFC 8166 Section 3.3.1), 1
     /// until the first Reply. Server: the last grant we sent.
     credits: u32,
-    /// The debugfs caller's calls in flight.
-    x: xprt::CallerSlots,
+    /// The debugfs caller's calls in flight (test builds).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+    x: client::CallerSlots,
     /// nfsd's reference on its transport, until nfsd detaches it.
     svc: Option<SvcXprt>,
     /// Calls received for nfsd, not yet handed to it.
@@ -209,7 +225,7 @@ struct ConnInner {
 }
 
 impl ConnInner {
-    fn new(ours: Option<PrivateData>, first_xid: u32) -> Self {
+    fn new(ours: Option<PrivateData>) -> Self {
         ConnInner {
             state: ConnState::New,
             names: None,
@@ -224,7 +240,8 @@ impl ConnInner {
             ord: 0,
             cm: IdSlot::new(),
             credits: 1,
-            x: xprt::CallerSlots::new(first_xid),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            x: client::CallerSlots::new(param::random_u32()),
             svc: None,
             svc_queue: Fifo::new(),
             owner: None,
@@ -314,6 +331,7 @@ impl Conn {
                 return Closing::Already;
             }
             trace::closed(self.id, why.name(), status);
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             g.x.fail_all(ENOTCONN.to_errno());
             // nfsd closes its transport (xpo_detach follows).
             if let Some(x) = &g.svc {

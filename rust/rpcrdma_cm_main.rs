@@ -25,9 +25,9 @@ mod stats;
 #[allow(unsafe_code)]
 mod sys;
 
-use conn::{
-    BenchFile, ConnectionsFile, ControlFile, ListenersFile, ParamsFile, RpcsFile, State, XprtFile,
-};
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+use conn::RpcsFile;
+use conn::{BenchFile, ConnectionsFile, ControlFile, ListenersFile, ParamsFile, State, XprtFile};
 use stats::Counter;
 use sys::debugfs::Dir;
 
@@ -97,6 +97,8 @@ impl kernel::Module for RpcrdmaCm {
             c_str!("xprt"),
             Arc::new(XprtFile(state.clone()), GFP_KERNEL)?,
         )?;
+        // The debugfs caller's calls (test builds).
+        #[cfg(CONFIG_RPCRDMA_CM_TEST)]
         dir.file(
             c_str!("rpcs"),
             Arc::new(RpcsFile(state.clone()), GFP_KERNEL)?,
@@ -119,6 +121,8 @@ impl kernel::Module for RpcrdmaCm {
             queue: Some(queue),
         };
         // On error `module` is dropped: its Drop tears down what was started.
+        // The echo service's listeners (`listen`, test builds).
+        #[cfg(CONFIG_RPCRDMA_CM_TEST)]
         module.state.start_listeners()?;
         // Listeners whose device goes away listen again when one is added.
         let handler: Arc<dyn sys::ib_client::DeviceHandler> = module.state.clone();

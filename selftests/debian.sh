@@ -91,6 +91,14 @@ debian_module_loads_with_only_its_taint() {
 	[ "$(stat selftest_failed)" = 0 ] && [ "$(stat selftest_passed)" -gt 0 ] ||
 		{ fail "selftest: $(stat selftest_passed) passed, $(stat selftest_failed) failed"; ok=1; }
 	[ -r /sys/module/rpcrdma_cm/parameters/send_size ] || { fail "no send_size parameter"; ok=1; }
+	# As users get it: no test harness (the debugfs RPC caller, its rpcs
+	# file, the echo service's listen parameter).
+	[ ! -e "$DBG/rpcs" ] || { fail "the package's module has the rpcs file"; ok=1; }
+	[ ! -e /sys/module/rpcrdma_cm/parameters/listen ] || { fail "the package's module has the listen parameter"; ok=1; }
+	if echo "connect $ADDR 20049" >"$DBG/control" 2>/dev/null; then
+		fail "control took connect: the package's module has the debugfs caller"
+		ok=1
+	fi
 	rmmod_within 10 rpcrdma_cm || { fail "rmmod rpcrdma_cm"; ok=1; }
 	[ ! -d "$DBG" ] || { fail "$DBG left after rmmod"; ok=1; }
 	return $ok

@@ -17,7 +17,8 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::time::{msecs_to_jiffies, Jiffies};
 
-use super::xprt::{n32, short, Done, Pending, ReplyKind, RpcRecord};
+use super::rpcs::RpcRecord;
+use super::xprt::{n32, short};
 use super::{Conn, ConnInner, QP_DEPTH};
 use crate::proto::chunk::{plan, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::config::{CallSpec, NfsOp, NfsSpec};
@@ -40,6 +41,100 @@ use crate::sys::time::now_ns;
 use crate::sys::wait::Waited;
 
 type Guard<'a, T> = kernel::sync::lock::Guard<'a, T, kernel::sync::lock::mutex::MutexBackend>;
+
+/// Slots for calls in flight: never more than the credits we request.
+const SLOTS: usize = QP_DEPTH as usize;
+
+/// How a reply came back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReplyKind {
+    /// Whole in the Send.
+    Inline,
+    /// The DDP-eligible result in our Write chunk (`written` octets).
+    WriteList { written: u32 },
+    /// RDMA_NOMSG: the whole reply in our Reply chunk (`written` octets).
+    ReplyChunk { written: u32 },
+}
+
+impl ReplyKind {
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            ReplyKind::Inline => "inline",
+            ReplyKind::WriteList { .. } => "write_list",
+            ReplyKind::ReplyChunk { .. } => "reply_chunk",
+        }
+    }
+}
+
+/// What a call learnt from its reply's Receive.
+pub(super) struct Done {
+    /// The RPC part of the Send (empty for RDMA_NOMSG).
+    pub(super) rpc: KVec<u8>,
+    /// The RPC reply's length, chunks included.
+    pub(super) reply_len: u32,
+    pub(super) kind: ReplyKind,
+}
+
+/// A call waiting for its reply.
+pub(super) struct Pending {
+    pub(super) xid: u32,
+    pub(super) result: Option<core::result::Result<Done, i32>>,
+    /// The rkey its reply's Send With Invalidate invalidated, whatever the
+    /// reply said (an RDMA_ERROR may come that way too).
+    pub(super) invalidated: Option<u32>,
+    /// Its caller gave up (timeout, signal) after it was sent: the server may
+    /// still hold it, so its slot and credit stay taken until its reply
+    /// comes or the connection ends (RFC 8166 Section 3.3.1).
+    pub(super) abandoned: bool,
+}
+
+/// The debugfs caller's calls in flight ([`super::Upper::Caller`]), under
+/// the connection's mutex.
+pub(super) struct CallerSlots {
+    pub(super) outstanding: u32,
+    pub(super) next_xid: u32,
+    pub(super) pending: [Option<Pending>; SLOTS],
+}
+
+impl CallerSlots {
+    pub(super) fn new(first_xid: u32) -> Self {
+        CallerSlots {
+            outstanding: 0,
+            next_xid: first_xid,
+            pending: [const { None }; SLOTS],
+        }
+    }
+
+    /// Fails every call in flight with `errno` (the connection is gone), and
+    /// frees the slots of abandoned ones: no reply can come any more.
+    pub(super) fn fail_all(&mut self, errno: i32) {
+        for p in self.pending.iter_mut() {
+            match p {
+                Some(q) if q.abandoned => {
+                    *p = None;
+                    self.outstanding -= 1;
+                }
+                Some(q) if q.result.is_none() => q.result = Some(Err(errno)),
+                _ => {}
+            }
+        }
+    }
+
+    pub(super) fn slot(&mut self, xid: u32) -> Option<&mut Pending> {
+        self.pending.iter_mut().flatten().find(|p| p.xid == xid)
+    }
+
+    /// Frees the slot of call `xid` and its credit; returns what it held.
+    pub(super) fn release(&mut self, xid: u32) -> Option<Pending> {
+        let p = self
+            .pending
+            .iter_mut()
+            .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))?
+            .take();
+        self.outstanding -= 1;
+        p
+    }
+}
 
 /// How long a call waits for its reply (and for a credit).
 const CALL_TIMEOUT_MS: u32 = 15_000;
@@ -636,50 +731,6 @@ impl Conn {
             _ => {}
         }
         Ok(())
-    }
-
-    /// Registers `c` for the peer to read, or write with `remote_write`
-    /// ([`Chunk::register`]), counting it and the MR it had to allocate.
-    pub(super) fn register_chunk(&self, c: &mut Chunk, remote_write: bool) -> Result<Segment> {
-        let r = c.register(remote_write)?;
-        self.count(X::Registrations, 1);
-        if c.new_mr() {
-            self.count(X::MrsAllocated, 1);
-        }
-        Ok(Segment {
-            handle: r.rkey,
-            length: c.len(),
-            offset: r.iova,
-        })
-    }
-
-    /// Releases a call's chunks; `invalidated` is the rkey the reply's Send
-    /// With Invalidate invalidated, if any. Returns the LOCAL_INVs it took.
-    pub(super) fn release_chunks(
-        &self,
-        chunks: impl IntoIterator<Item = Chunk>,
-        invalidated: Option<u32>,
-    ) -> u32 {
-        let mut matched = false;
-        let mut local = 0;
-        for mut c in chunks {
-            if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
-                c.remotely_invalidated();
-                matched = true;
-            }
-            if c.release() {
-                self.count(X::LocalInvalidations, 1);
-                local += 1;
-            }
-        }
-        match (invalidated, matched) {
-            (Some(_), true) => self.count(X::RemoteInvalidations, 1),
-            // An rkey that is not one of this call's: the peer invalidated
-            // something else.
-            (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
-            _ => {}
-        }
-        local
     }
 
     /// Waits on the connection's condition variable for at most `left`

@@ -126,25 +126,38 @@ impl ControlFile {
 
 impl Show for ControlFile {
     fn show(&self, m: &mut SeqFile<'_>) -> fmt::Result {
+        m.write_str("disconnect ID\nping ADDR PORT N\n")?;
+        // The debugfs caller's commands (test builds).
+        #[cfg(CONFIG_RPCRDMA_CM_TEST)]
         m.write_str(
             "connect ADDR PORT [send_size=N] [recv_size=N] [remote_invalidate=0|1] [legacy=0|1]\n\
-             disconnect ID\n\
              call ID null\n\
              call ID echo LEN\n\
              call ID rpc PROG VERS PROC\n\
              call ID nfs getattr|read|write|readdir NAME ...\n\
-             bench ID N <what call takes after ID>\n\
-             ping ADDR PORT N\n",
-        )
+             bench ID N <what call takes after ID>\n",
+        )?;
+        Ok(())
     }
 
     fn write(&self, text: &str) -> Result {
         match parse_command(text) {
-            Some(Command::Connect(sa, over)) => self.0.connect(sa, &over),
             Some(Command::Disconnect(id)) => self.0.disconnect(id),
-            Some(Command::Call(id, spec)) => self.0.find(id)?.call(&spec),
-            Some(Command::Bench(id, n, spec)) => self.keep(self.0.find(id)?.bench(n, &spec)),
             Some(Command::Ping(to, n)) => self.keep(testing::BenchResult::ping(to, n)),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Some(Command::Connect(sa, over)) => self.0.connect(sa, &over),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Some(Command::Call(id, spec)) => self.0.find(id)?.call(&spec),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Some(Command::Bench(id, n, spec)) => self.keep(self.0.find(id)?.bench(n, &spec)),
+            #[cfg(not(CONFIG_RPCRDMA_CM_TEST))]
+            Some(Command::Connect(..) | Command::Call(..) | Command::Bench(..)) => {
+                pr_warn!(
+                    "control: '{}' needs a test build (CONFIG_RPCRDMA_CM_TEST)\n",
+                    text.trim()
+                );
+                Err(EOPNOTSUPP)
+            }
             None => {
                 pr_warn!("control: unknown command '{}'\n", text.trim());
                 Err(EINVAL)

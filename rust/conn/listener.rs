@@ -92,6 +92,8 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
+    /// A listener for the built-in echo service (`listen`, test builds).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(super) fn new(state: Arc<State>, ep: SocketAddr) -> Result<Arc<Listener>> {
         Self::new_with(state, ep, None)
     }
@@ -207,15 +209,7 @@ impl Listener {
         }
         let conn = match self
             .state
-            .new_conn(
-                if self.svc.is_some() {
-                    Upper::Nfsd
-                } else {
-                    Upper::Echo
-                },
-                advertised(&Advert::default()),
-                peer,
-            )
+            .new_conn(self.upper(), advertised(&Advert::default()), peer)
             .and_then(|c| self.state.register(&c).map(|()| c))
         {
             Ok(c) => c,
@@ -303,6 +297,16 @@ impl Listener {
 }
 
 impl Listener {
+    /// What its connections carry: nfsd's calls, or (test builds, a
+    /// `listen` listener) the echo service's.
+    fn upper(&self) -> Upper {
+        #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+        if self.svc.is_none() {
+            return Upper::Echo;
+        }
+        Upper::Nfsd
+    }
+
     /// Its line in `listeners`.
     pub(super) fn show_line(&self, m: &mut SeqFile<'_>) -> fmt::Result {
         let state = match *self.inner.lock() {

@@ -5,22 +5,25 @@
 //! `max_connections_per_peer`), the listeners, and the periodic tick that
 //! closes idle and stuck connections.
 
-use super::{
-    advertised, endpoint, testing, xprt, Conn, ConnInner, Listener, Upper, DISCONNECT_GRACE_S,
-    KEEP_CLOSED, RESOLVE_TIMEOUT_MS,
-};
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+use super::{advertised, endpoint, RESOLVE_TIMEOUT_MS};
+use super::{testing, Conn, ConnInner, Listener, Upper, DISCONNECT_GRACE_S, KEEP_CLOSED};
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 use crate::proto::config::{listen_list, Advert};
 use crate::proto::conn_state::{Closed, ConnState};
 use crate::proto::negotiate::Role;
 use crate::proto::pvt_data::PrivateData;
 use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::param;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 use crate::sys::rdma_cm::CmId;
 use crate::sys::time::now_ns;
 use crate::sys::trace;
 use crate::sys::wait::KillableCondVar;
 use crate::sys::workqueue::Ticker;
-use core::net::{IpAddr, SocketAddr};
+use core::net::IpAddr;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
@@ -54,8 +57,10 @@ pub(crate) struct State {
     pub(super) conns: Mutex<Conns>,
     #[pin]
     pub(super) listeners: Mutex<KVec<Arc<Listener>>>,
+    /// The debugfs caller's last calls (test builds).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     #[pin]
-    pub(super) rpcs: Mutex<xprt::RpcLog>,
+    pub(super) rpcs: Mutex<super::rpcs::RpcLog>,
     #[pin]
     pub(super) bench: Mutex<Option<testing::BenchResult>>,
 }
@@ -63,7 +68,8 @@ pub(crate) struct State {
 impl State {
     pub(crate) fn new() -> Result<Arc<State>> {
         let closed = KVec::with_capacity(KEEP_CLOSED, GFP_KERNEL)?;
-        let rpcs = xprt::RpcLog::new()?;
+        #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+        let rpcs = super::rpcs::RpcLog::new()?;
         Arc::pin_init(
             pin_init!(State {
                 stats: Stats::default(),
@@ -76,6 +82,7 @@ impl State {
                     per_peer: RBTree::new(),
                 }),
                 listeners <- new_mutex!(KVec::new()),
+                #[cfg(CONFIG_RPCRDMA_CM_TEST)]
                 rpcs <- new_mutex!(rpcs),
                 bench <- new_mutex!(None),
             }),
@@ -101,7 +108,7 @@ impl State {
                 xs: XprtStats::default(),
                 retired: AtomicBool::new(false),
                 last_active: AtomicI64::new(now_ns()),
-                inner <- new_mutex!(ConnInner::new(ours, param::random_u32())),
+                inner <- new_mutex!(ConnInner::new(ours)),
                 cv <- KillableCondVar::new(),
             }),
             GFP_KERNEL,
@@ -208,7 +215,9 @@ impl State {
         drop(old);
     }
 
-    /// Starts listening on every endpoint of the `listen` parameter.
+    /// Starts listening on every endpoint of the `listen` parameter (test
+    /// builds: the built-in echo service answers there).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(crate) fn start_listeners(self: &Arc<Self>) -> Result {
         for ep in listen_list(param::listen()) {
             let ep = ep.ok_or(EINVAL)?;
@@ -267,8 +276,9 @@ impl State {
         }
     }
 
-    /// `connect ADDR PORT`: starts a client connection; its progress shows in
-    /// `connections`.
+    /// `connect ADDR PORT` (test builds): starts a connection of the debugfs
+    /// caller; its progress shows in `connections`.
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(super) fn connect(self: &Arc<Self>, sa: SocketAddr, over: &Advert) -> Result {
         self.stats.inc(Counter::Connects);
         let conn = self

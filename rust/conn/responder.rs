@@ -13,17 +13,21 @@ use crate::proto::header::{
     decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
     Segment, RPCRDMA_VERSION,
 };
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 use crate::proto::rpc::echo;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
 use crate::sys::qp::Qp;
-use kernel::alloc::{KVVec, VVec};
+use kernel::alloc::KVVec;
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
+use kernel::alloc::VVec;
 use kernel::prelude::*;
 
 /// Receives an nfsd connection keeps for backchannel Replies.
 const BC_RESERVE: u32 = 2;
-/// The largest call message the responder assembles from chunks.
+/// The largest call message the echo service assembles from chunks.
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 const MAX_CALL: u32 = echo::MAX_PAYLOAD + 4096;
 
 impl Conn {
@@ -136,6 +140,7 @@ impl Conn {
     }
 
     /// Pulls the call's Read chunks (RDMA Read) into the whole RPC message.
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(super) fn assemble_call(&self, qp: &Qp, call: &CallIn<'_>) -> Result<VVec<u8>> {
         let pulled = call
             .chunks
@@ -393,6 +398,7 @@ impl Conn {
 }
 
 /// Pads `v` with zeros to a multiple of 4 (XDR roundup).
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 fn pad4(v: &mut VVec<u8>) -> Result {
     let pad = (4 - v.len() % 4) % 4;
     v.extend_from_slice(&[0u8; 3][..pad], GFP_KERNEL)?;

@@ -23,255 +23,11 @@
 use core::fmt::{self, Write};
 use kernel::prelude::*;
 
-use super::{Conn, State, Upper, QP_DEPTH};
+use super::{Conn, State, Upper};
 use crate::proto::conn_state::ConnState;
-use crate::proto::nfs4::Summary;
 use crate::stats::XprtCounter as X;
 use crate::sys::qp::Qp;
 use crate::sys::rdma_cm::{Completion, WC_FLUSHED};
-
-/// Most RPC results kept for the `rpcs` file.
-pub(crate) const KEEP_RPCS: usize = 64;
-/// Slots for calls in flight: never more than the credits we request.
-const SLOTS: usize = QP_DEPTH as usize;
-
-/// How a reply came back.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum ReplyKind {
-    /// Whole in the Send.
-    Inline,
-    /// The DDP-eligible result in our Write chunk (`written` octets).
-    WriteList { written: u32 },
-    /// RDMA_NOMSG: the whole reply in our Reply chunk (`written` octets).
-    ReplyChunk { written: u32 },
-}
-
-impl ReplyKind {
-    pub(super) fn name(&self) -> &'static str {
-        match self {
-            ReplyKind::Inline => "inline",
-            ReplyKind::WriteList { .. } => "write_list",
-            ReplyKind::ReplyChunk { .. } => "reply_chunk",
-        }
-    }
-}
-
-/// What a call learnt from its reply's Receive.
-pub(super) struct Done {
-    /// The RPC part of the Send (empty for RDMA_NOMSG).
-    pub(super) rpc: KVec<u8>,
-    /// The RPC reply's length, chunks included.
-    pub(super) reply_len: u32,
-    pub(super) kind: ReplyKind,
-}
-
-/// A call waiting for its reply.
-pub(super) struct Pending {
-    pub(super) xid: u32,
-    pub(super) result: Option<core::result::Result<Done, i32>>,
-    /// The rkey its reply's Send With Invalidate invalidated, whatever the
-    /// reply said (an RDMA_ERROR may come that way too).
-    pub(super) invalidated: Option<u32>,
-    /// Its caller gave up (timeout, signal) after it was sent: the server may
-    /// still hold it, so its slot and credit stay taken until its reply
-    /// comes or the connection ends (RFC 8166 Section 3.3.1).
-    pub(super) abandoned: bool,
-}
-
-/// The debugfs caller's calls in flight ([`super::Upper::Caller`]), under
-/// the connection's mutex.
-pub(super) struct CallerSlots {
-    pub(super) outstanding: u32,
-    pub(super) next_xid: u32,
-    pub(super) pending: [Option<Pending>; SLOTS],
-}
-
-impl CallerSlots {
-    pub(super) fn new(first_xid: u32) -> Self {
-        CallerSlots {
-            outstanding: 0,
-            next_xid: first_xid,
-            pending: [const { None }; SLOTS],
-        }
-    }
-
-    /// Fails every call in flight with `errno` (the connection is gone), and
-    /// frees the slots of abandoned ones: no reply can come any more.
-    pub(super) fn fail_all(&mut self, errno: i32) {
-        for p in self.pending.iter_mut() {
-            match p {
-                Some(q) if q.abandoned => {
-                    *p = None;
-                    self.outstanding -= 1;
-                }
-                Some(q) if q.result.is_none() => q.result = Some(Err(errno)),
-                _ => {}
-            }
-        }
-    }
-
-    pub(super) fn slot(&mut self, xid: u32) -> Option<&mut Pending> {
-        self.pending.iter_mut().flatten().find(|p| p.xid == xid)
-    }
-
-    /// Frees the slot of call `xid` and its credit; returns what it held.
-    pub(super) fn release(&mut self, xid: u32) -> Option<Pending> {
-        let p = self
-            .pending
-            .iter_mut()
-            .find(|p| p.as_ref().is_some_and(|p| p.xid == xid))?
-            .take();
-        self.outstanding -= 1;
-        p
-    }
-}
-
-/// One finished (or failed) call, as the `rpcs` file shows it.
-#[derive(Clone, Copy)]
-pub(crate) struct RpcRecord {
-    conn: u32,
-    pub(super) xid: u32,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
-    pub(super) call: &'static str,
-    pub(super) reply: &'static str,
-    pub(super) call_len: u32,
-    pub(super) reply_len: u32,
-    pub(super) result: &'static str,
-    pub(super) errno: i32,
-    pub(super) verified: Option<bool>,
-    pub(super) nfs: Option<Summary>,
-    pub(super) data_fnv: Option<u64>,
-    pub(super) usec: i64,
-}
-
-impl RpcRecord {
-    pub(super) fn new(conn: u32, prog: u32, vers: u32, proc_: u32) -> Self {
-        RpcRecord {
-            conn,
-            xid: 0,
-            prog,
-            vers,
-            proc_,
-            call: "-",
-            reply: "-",
-            call_len: 0,
-            reply_len: 0,
-            result: "error",
-            errno: 0,
-            verified: None,
-            nfs: None,
-            data_fnv: None,
-            usec: 0,
-        }
-    }
-
-    pub(crate) fn show(&self, m: &mut impl Write) -> fmt::Result {
-        write!(
-            m,
-            "conn={} xid={:#010x} prog={} vers={} proc={} call={} reply={} call_len={} reply_len={} result={}",
-            self.conn,
-            self.xid,
-            self.prog,
-            self.vers,
-            self.proc_,
-            self.call,
-            self.reply,
-            self.call_len,
-            self.reply_len,
-            self.result
-        )?;
-        if self.errno != 0 {
-            write!(m, " error={}", self.errno)?;
-        }
-        if let Some(v) = self.verified {
-            write!(m, " verified={}", u8::from(v))?;
-        }
-        if let Some(n) = &self.nfs {
-            show_nfs(m, n, self.data_fnv)?;
-        }
-        writeln!(m, " usec={}", self.usec)
-    }
-}
-
-/// What `rpcs` shows of an NFS COMPOUND.
-fn show_nfs(
-    m: &mut impl core::fmt::Write,
-    s: &Summary,
-    data_fnv: Option<u64>,
-) -> core::fmt::Result {
-    write!(m, " nfs_status={} nfs_results={}", s.status, s.results)?;
-    if let Some(op) = s.failed_op {
-        write!(m, " nfs_failed_op={}", op)?;
-    }
-    if let Some((kind, size)) = s.attrs {
-        write!(m, " type={} size={}", kind, size)?;
-    }
-    if let Some((eof, len, _)) = s.read {
-        write!(m, " eof={} data_len={}", u8::from(eof), len)?;
-    }
-    if let Some(h) = data_fnv {
-        write!(m, " data_fnv={:016x}", h)?;
-    }
-    if let Some((count, committed)) = s.write {
-        write!(m, " written={} committed={}", count, committed)?;
-    }
-    if let Some((entries, sum, eof)) = s.readdir {
-        write!(
-            m,
-            " entries={} names_fnv_sum={:016x} eof={}",
-            entries,
-            sum,
-            u8::from(eof)
-        )?;
-    }
-    Ok(())
-}
-
-/// The last [`KEEP_RPCS`] calls, oldest first once full.
-///
-/// The ring is on the heap: [`KEEP_RPCS`] records are about 13 KiB, which
-/// the module's init built on its stack (a 13 KiB frame on 6.12's test
-/// kernel, optimised for size; 26 KiB on 7.3's, a double fault at load).
-pub(crate) struct RpcLog {
-    ring: KVec<Option<RpcRecord>>,
-    next: usize,
-}
-
-impl RpcLog {
-    pub(crate) fn new() -> Result<Self> {
-        let mut ring = KVec::with_capacity(KEEP_RPCS, GFP_KERNEL)?;
-        for _ in 0..KEEP_RPCS {
-            ring.push(None, GFP_KERNEL)?;
-        }
-        Ok(RpcLog { ring, next: 0 })
-    }
-
-    pub(super) fn push(&mut self, r: RpcRecord) {
-        self.ring[self.next % KEEP_RPCS] = Some(r);
-        self.next = self.next.wrapping_add(1);
-    }
-
-    /// How the newest call went (`call`, `reply`), `("-", "-")` if none.
-    pub(super) fn last_path(&self) -> (&'static str, &'static str) {
-        let i = self.next.wrapping_sub(1) % KEEP_RPCS;
-        match (self.next, &self.ring[i]) {
-            (1.., Some(r)) => (r.call, r.reply),
-            _ => ("-", "-"),
-        }
-    }
-
-    /// The records, oldest first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &RpcRecord> {
-        let start = if self.next > KEEP_RPCS {
-            self.next % KEEP_RPCS
-        } else {
-            0
-        };
-        (0..KEEP_RPCS).filter_map(move |i| self.ring[(start + i) % KEEP_RPCS].as_ref())
-    }
-}
 
 pub(super) fn n32(v: usize) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
@@ -308,13 +64,14 @@ impl Conn {
                 let owner = self.inner.lock().owner.clone();
                 match owner {
                     Some(o) => o.received(self, qp, wc.data, wc.invalidated),
-                    // The mount let go: nothing waits, as for the caller's
-                    // XIDs it does not know.
-                    None => self.reply_received(wc.data, wc.invalidated),
+                    // The mount let go: nothing waits for it.
+                    None => self.count(X::RepliesUnmatched, 1),
                 }
             }
-            Upper::Caller => self.reply_received(wc.data, wc.invalidated),
             Upper::Nfsd => self.svc_received(qp, wc),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Upper::Caller => self.reply_received(wc.data, wc.invalidated),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             Upper::Echo => self.builtin_call_received(qp, wc.data),
         }
     }
@@ -361,23 +118,13 @@ impl Conn {
             }
             crate::sys::trace::fatal(self.id, why, status);
             g.state.advance(ConnState::Disconnecting);
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             g.x.fail_all(ENOTCONN.to_errno());
         }
         // The tick closes a connection whose disconnect never completes.
         self.touch();
         self.cv.notify_all();
         let _ = qp.disconnect();
-    }
-}
-
-/// `rpcs`: the last calls issued through `control`, oldest first.
-pub(crate) struct RpcsFile(pub(crate) kernel::sync::Arc<State>);
-
-impl crate::sys::debugfs::Show for RpcsFile {
-    fn show(&self, m: &mut crate::sys::debugfs::SeqFile<'_>) -> fmt::Result {
-        let log = self.0.rpcs.lock();
-        let res = log.iter().try_for_each(|r| r.show(m));
-        res
     }
 }
 

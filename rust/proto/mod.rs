@@ -12,6 +12,9 @@ pub mod config;
 pub mod conn_state;
 pub mod header;
 pub mod negotiate;
+/// The debugfs caller's NFSv4 COMPOUNDs: in the module's test builds only
+/// (`MODULE` is the kernel's cfg for module code), always on the host.
+#[cfg(any(CONFIG_RPCRDMA_CM_TEST, not(MODULE)))]
 pub mod nfs4;
 pub mod pvt_data;
 pub mod rpc;

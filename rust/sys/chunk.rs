@@ -161,7 +161,9 @@ impl Chunk {
     }
 
     /// Pulls the peer's memory at `rkey`/`addr` into the whole chunk (RDMA
-    /// Read) and waits for it; returns the number of work requests it took.
+    /// Read) and waits for it; returns the number of work requests it took
+    /// (the echo service's long calls, test builds).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(crate) fn rdma_read(&mut self, rkey: u32, addr: u64) -> Result<u32> {
         // SAFETY: `raw` is our live, unregistered chunk (C refuses a registered
         // one); the call sleeps until the Read completes or is flushed.

@@ -66,6 +66,8 @@ module_param_named(legacy, rpcrdma_cm_param_legacy, bool, 0644);
 MODULE_PARM_DESC(legacy,
 		 "Send no private data at all, like a pre-RFC 8797 peer (default: N)");
 
+/* The built-in echo service's listeners: a test build's (RPCRDMA_CM_TEST). */
+#ifdef RPCRDMA_CM_TEST
 char *rpcrdma_cm_param_listen;
 
 static int rpcrdma_cm_set_listen(const char *val, const struct kernel_param *kp)
@@ -87,6 +89,7 @@ static const struct kernel_param_ops rpcrdma_cm_listen_ops = {
 module_param_cb(listen, &rpcrdma_cm_listen_ops, &rpcrdma_cm_param_listen, 0444);
 MODULE_PARM_DESC(listen,
 		 "Server role: listen on these ADDR:PORT endpoints, comma-separated (default: none)");
+#endif
 
 /* An unsigned parameter with a range: @kp->arg points at its struct rpcrdma_cm_uint_param. */
 static int rpcrdma_cm_set_uint(const char *val, const struct kernel_param *kp)

@@ -10,12 +10,12 @@ use kernel::ffi::c_char;
 use kernel::prelude::*;
 
 use super::bindings::{
-    c_fn, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy, rpcrdma_cm_param_listen,
-    rpcrdma_cm_param_max_connections, rpcrdma_cm_param_max_connections_per_peer,
-    rpcrdma_cm_param_recv_size, rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest,
-    rpcrdma_cm_param_send_size, rpcrdma_cm_param_svc_class, rpcrdma_cm_param_xprt_class,
+    c_fn, rpcrdma_cm_param_idle_timeout, rpcrdma_cm_param_legacy, rpcrdma_cm_param_max_connections,
+    rpcrdma_cm_param_max_connections_per_peer, rpcrdma_cm_param_recv_size,
+    rpcrdma_cm_param_remote_invalidate, rpcrdma_cm_param_selftest, rpcrdma_cm_param_send_size,
+    rpcrdma_cm_param_svc_class, rpcrdma_cm_param_xprt_class,
 };
-use crate::proto::config::{check_listen_param, check_size_param, check_svc_class_param};
+use crate::proto::config::{check_size_param, check_svc_class_param};
 
 /// Reads one of param.c's variables as C's `READ_ONCE()` does: a write through
 /// sysfs may come at any time, and is one aligned store (`WRITE_ONCE()`, or
@@ -64,10 +64,11 @@ fn load_time_str(p: *mut c_char) -> &'static CStr {
     unsafe { CStr::from_char_ptr(p) }
 }
 
-/// `listen`: the endpoints to listen on, as given (checked by
-/// [`check_listen_param`] when set).
+/// `listen` (test builds): the endpoints the built-in echo service listens
+/// on, as given (checked by `check_listen_param` when set).
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 pub(crate) fn listen() -> &'static str {
-    load_time_str(read_param!(rpcrdma_cm_param_listen))
+    load_time_str(read_param!(super::bindings::rpcrdma_cm_param_listen))
         .to_str()
         .unwrap_or("")
 }
@@ -168,7 +169,9 @@ mod hooks {
     pub(crate) fn test_detach_delay() {}
 }
 
-/// A random 32-bit value (`get_random_u32()`).
+/// A random 32-bit value (`get_random_u32()`): the debugfs caller's first
+/// XID (test builds).
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 pub(crate) fn random_u32() -> u32 {
     // SAFETY: get_random_u32() takes no argument and may be called from any context.
     unsafe { kernel::bindings::get_random_u32() }
@@ -192,6 +195,7 @@ c_fn!(rpcrdma_cm_size_param_ok);
 ///
 /// Called only by param.c's setter, with `s` null or the NUL-terminated
 /// string the kernel's parameter parser passes, valid for the call.
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     if s.is_null() {
@@ -200,8 +204,11 @@ unsafe extern "C" fn rpcrdma_cm_listen_param_ok(s: *const c_char) -> bool {
     // SAFETY: the kernel's parameter parser passes a NUL-terminated string valid
     // for this call.
     let s = unsafe { CStr::from_char_ptr(s) };
-    s.to_str().map(check_listen_param).unwrap_or(false)
+    s.to_str()
+        .map(crate::proto::config::check_listen_param)
+        .unwrap_or(false)
 }
+#[cfg(CONFIG_RPCRDMA_CM_TEST)]
 c_fn!(rpcrdma_cm_listen_param_ok);
 
 /// Called by param.c before the `svc_class` parameter takes a value.

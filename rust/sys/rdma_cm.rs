@@ -427,7 +427,9 @@ pub(super) unsafe fn sockaddr_from_c(sa: *const sockaddr) -> Option<SocketAddr> 
 }
 
 impl CmId {
-    /// A new RC id in the initial network namespace whose events go to `handler`.
+    /// A new RC id in the initial network namespace whose events go to
+    /// `handler` (the debugfs caller's, test builds).
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     pub(crate) fn new(handler: Arc<dyn CmHandler>) -> Result<Self> {
         Self::new_in(handler, None)
     }

@@ -53,7 +53,6 @@ extern unsigned int rpcrdma_cm_param_send_size;
 extern unsigned int rpcrdma_cm_param_recv_size;
 extern bool rpcrdma_cm_param_remote_invalidate;
 extern bool rpcrdma_cm_param_legacy;
-extern char *rpcrdma_cm_param_listen;
 extern char *rpcrdma_cm_param_svc_class;
 extern bool rpcrdma_cm_param_xprt_class;
 
@@ -73,6 +72,7 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_idle_timeout;
  * (scripts/module; never DKMS): the Makefile then defines RPCRDMA_CM_TEST.
  */
 #ifdef RPCRDMA_CM_TEST
+extern char *rpcrdma_cm_param_listen;
 extern bool rpcrdma_cm_param_test_no_mem_mgt_ext;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_teardown_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
@@ -83,7 +83,9 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
 bool rpcrdma_cm_size_param_ok(unsigned int v);
+#ifdef RPCRDMA_CM_TEST
 bool rpcrdma_cm_listen_param_ok(const char *s);
+#endif
 bool rpcrdma_cm_svc_class_param_ok(const char *s);
 
 /* debugfs.c: files whose text Rust writes ---------------------------------- */
