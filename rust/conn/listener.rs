@@ -194,7 +194,7 @@ impl Listener {
     fn accept(&self, req: &mut ConnectRequest<'_>, ev: &Event<'_>) -> Result {
         let st = &self.state.stats;
         let peer = req.peer().map(|p| p.ip());
-        match self.state.admit(peer) {
+        let admission = match self.state.admit(peer) {
             Ok(r) => r.inspect_err(|_| st.inc(Counter::ErrAlloc))?,
             Err(Refused::MaxConnections) => {
                 st.inc(Counter::RejectsMaxConnections);
@@ -206,16 +206,17 @@ impl Listener {
                 trace::reject(req.names().peer(), "max_connections_per_peer");
                 return Err(EAGAIN);
             }
-        }
+        };
+        // Without a registered connection the admission's drop gives its
+        // place back.
         let conn = match self
             .state
             .new_conn(self.upper(), advertised(&Advert::default()), peer)
-            .and_then(|c| self.state.register(&c).map(|()| c))
+            .and_then(|c| admission.register(&c).map(|()| c))
         {
             Ok(c) => c,
             Err(e) => {
                 st.inc(Counter::ErrAlloc);
-                self.state.unadmit(peer);
                 return Err(e);
             }
         };

@@ -48,6 +48,37 @@ pub(super) enum Refused {
     MaxPerPeer,
 }
 
+/// A place under the server limits (`max_connections`,
+/// `max_connections_per_peer`), taken by [`State::admit`].
+///
+/// # Invariants
+///
+/// It holds one count of `server_open`, and of `per_peer` for `peer` if any:
+/// given back when it is dropped, unless [`Admission::register`] passed it on
+/// to a registered connection, whose [`State::retire`] gives it back.
+#[must_use]
+pub(super) struct Admission<'a> {
+    state: &'a State,
+    peer: Option<IpAddr>,
+}
+
+impl Admission<'_> {
+    /// Registers the connection this place was taken for: from now on its
+    /// retirement gives the place back.
+    pub(super) fn register(self, conn: &Arc<Conn>) -> Result {
+        self.state.register(conn)?;
+        // The registered connection holds the place now (type invariant).
+        core::mem::forget(self);
+        Ok(())
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.state.unadmit(self.peer);
+    }
+}
+
 /// Module-wide state: counters, connections and listeners.
 #[pin_data]
 pub(crate) struct State {
@@ -126,10 +157,12 @@ impl State {
 
     /// Admits a server connection from `peer` if the limits allow it: takes
     /// its place under them (the check and the count are one step under the
-    /// lock), before anything is allocated for it. The place is given back by
-    /// [`State::retire`] once the connection is registered, else by
-    /// [`State::unadmit`].
-    pub(super) fn admit(&self, peer: Option<IpAddr>) -> core::result::Result<Result, Refused> {
+    /// lock), before anything is allocated for it. `Ok(Err(_))`: no memory
+    /// to count it, nothing taken.
+    pub(super) fn admit(
+        &self,
+        peer: Option<IpAddr>,
+    ) -> core::result::Result<Result<Admission<'_>>, Refused> {
         let mut g = self.conns.lock();
         if g.server_open >= param::max_connections() {
             return Err(Refused::MaxConnections);
@@ -157,12 +190,12 @@ impl State {
         }
         g.server_open += 1;
         self.stats.inc(Counter::ServerConnectionsOpen);
-        Ok(Ok(()))
+        Ok(Ok(Admission { state: self, peer }))
     }
 
     /// Gives back a place taken by [`State::admit`] for a connection that was
-    /// never registered.
-    pub(super) fn unadmit(&self, peer: Option<IpAddr>) {
+    /// never registered ([`Admission`]'s drop).
+    fn unadmit(&self, peer: Option<IpAddr>) {
         let mut g = self.conns.lock();
         Self::unadmit_locked(&mut g, peer);
         self.stats.dec(Counter::ServerConnectionsOpen);
