@@ -569,9 +569,12 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		 * device registers every Read or Write (iWARP, or
 		 * ib_core.force_mr) and other chains hold them all. Each of
 		 * those is posted, or about to be, or teardown fails it; its
-		 * release gives its MRs back and wakes us. (Where registering
-		 * is only an optimisation, mlx5's Reads of many pages, 7.3's
-		 * rdma_rw falls back to SGEs instead of failing.)
+		 * release gives its MRs back and wakes us. (A context that
+		 * took some MRs and failed on the next gives them back inside
+		 * rdma_rw without waking anyone: at worst a waiter sleeps until
+		 * the next release. Where registering is only an optimisation,
+		 * mlx5's Reads of many pages, 7.3's rdma_rw falls back to SGEs
+		 * instead of failing.)
 		 */
 		wait_event(qp->wq, atomic_read(&qp->rw_released) != released ||
 				   READ_ONCE(qp->closed));

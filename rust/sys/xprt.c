@@ -145,9 +145,9 @@ drop:
 /*
  * An RPC's call and reply buffers, in one allocation: @rq_callsize octets for
  * the call, then @rq_rcvsize for the reply (sunrpc no longer exports
- * rpc_malloc(), whose behaviour this keeps). rpc_task_gfp_mask() is
- * GFP_NOWAIT for rpciod's tasks: on -ENOMEM sunrpc delays the task and calls
- * again. Buffers of at most RPCRDMA_CM_RPC_BUF_SMALL octets, which most calls
+ * rpc_malloc(), whose behaviour this keeps). rpc_task_gfp_mask() keeps
+ * rpciod's workers out of long reclaim (GFP_KERNEL | __GFP_NORETRY): on
+ * -ENOMEM sunrpc delays the task and calls again. Buffers of at most RPCRDMA_CM_RPC_BUF_SMALL octets, which most calls
  * need, have a reserve, as rpc_malloc()'s rpc_buffer_mempool: an
  * asynchronous task (NFS writeback under memory pressure) takes one when the
  * allocator has nothing. sunrpc sets both sizes before .buf_alloc and never
