@@ -19,6 +19,8 @@ CFLAGS_rust/sys/trace.o := -I$(src)/rust/sys
 # The selftests' hooks (the test_* parameters and what they drive on live
 # paths): CONFIG_RPCRDMA_CM_TEST=y, from the make command line out of tree
 # (scripts/module; DKMS never sets it) or from Kconfig in a kernel tree.
+# The shared protocol sources tell the module's build from the host's.
+rustflags-y += --cfg rpcrdma_cm_kernel
 ifeq ($(CONFIG_RPCRDMA_CM_TEST),y)
 ccflags-y += -DRPCRDMA_CM_TEST
 rustflags-y += --cfg CONFIG_RPCRDMA_CM_TEST

@@ -13,8 +13,9 @@ pub mod conn_state;
 pub mod header;
 pub mod negotiate;
 /// The debugfs caller's NFSv4 COMPOUNDs: in the module's test builds only
-/// (`MODULE` is the kernel's cfg for module code), always on the host.
-#[cfg(any(CONFIG_RPCRDMA_CM_TEST, not(MODULE)))]
+/// (the Makefile sets `rpcrdma_cm_kernel` for the module), always on the
+/// host.
+#[cfg(any(CONFIG_RPCRDMA_CM_TEST, not(rpcrdma_cm_kernel)))]
 pub mod nfs4;
 pub mod pvt_data;
 pub mod rpc;
