@@ -174,14 +174,30 @@ impl Upper {
 }
 
 /// One connection, either role.
+///
+/// Fields are immutable (`id`, `upper`, `peer_ip`, `state`), atomic (`xs`,
+/// `retired`, `last_active`), or under `inner`'s mutex (everything in
+/// [`ConnInner`]); `cv` is waited on with `inner`'s guard.
+///
+/// # Invariants
+///
+/// - The CM id in `inner.cm` is released only after `inner` is unlocked
+///   ([`IdSlot::take_unlocked`]): releasing it may wait for the id's handler,
+///   which locks `inner`.
+/// - Once `inner.state` is closed it stays closed, and `retired` is set by
+///   the close ([`State::retire`]), once.
 #[pin_data]
 pub(crate) struct Conn {
+    /// Its number in debugfs and tracepoints (immutable).
     id: u32,
     /// What it carries (immutable).
     upper: Upper,
-    /// Server: the client's address, counted under `max_connections_per_peer`.
+    /// Server: the client's address, counted under `max_connections_per_peer`
+    /// (immutable).
     peer_ip: Option<IpAddr>,
+    /// The module-wide state it is registered in (immutable).
     state: Arc<State>,
+    /// Its messaging counters (atomics).
     xs: XprtStats,
     /// Moved to the closed ones (see [`State::retire`]).
     retired: AtomicBool,
@@ -194,6 +210,7 @@ pub(crate) struct Conn {
     cv: KillableCondVar,
 }
 
+/// A connection's changing state, under its mutex ([`Conn`]'s `inner`).
 struct ConnInner {
     state: ConnState,
     names: Option<Names>,

@@ -32,6 +32,12 @@ use kernel::sync::{Arc, Mutex};
 
 /// Every connection the module knows: the open ones, by id, and the last
 /// [`KEEP_CLOSED`] closed ones. Each event does O(log n) work here.
+///
+/// # Invariants
+///
+/// `server_open` and `per_peer` count the places [`Admission`]s hold and
+/// the open server connections they were passed on to; `per_peer` has no
+/// entry of 0.
 pub(super) struct Conns {
     open: RBTree<u32, Arc<Conn>>,
     /// A ring, oldest first from `closed_next` once full.
@@ -80,18 +86,26 @@ impl Drop for Admission<'_> {
 }
 
 /// Module-wide state: counters, connections and listeners.
+///
+/// `stats` and `next_id` are atomics; the others are under their own
+/// mutexes, each a leaf but for `conns`, which a connection's mutex may be
+/// held around (never the other way round). Lists are copied under their
+/// lock and used after it ([`snapshot`]).
 #[pin_data]
 pub(crate) struct State {
     pub(crate) stats: Stats,
+    /// The next connection's id.
     pub(super) next_id: AtomicU32,
     #[pin]
     pub(super) conns: Mutex<Conns>,
+    /// nfsd's listeners, and (test builds) the echo service's.
     #[pin]
     pub(super) listeners: Mutex<KVec<Arc<Listener>>>,
     /// The debugfs caller's last calls (test builds).
     #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     #[pin]
     pub(super) rpcs: Mutex<super::rpcs::RpcLog>,
+    /// The last `ping` or `bench` result, for the `bench` file.
     #[pin]
     pub(super) bench: Mutex<Option<testing::BenchResult>>,
 }
