@@ -167,10 +167,18 @@ impl RpcXprt {
     /// window becomes that many calls.
     pub(crate) fn set_credits(&self, credits: u32) {
         let x = self.0.as_ptr();
+        let cwnd = (credits as c_ulong) << RPC_CWNDSHIFT;
+        // Most Replies grant what the last one did: then, as xprtrdma's
+        // rpcrdma_update_cwnd(), transport_lock is not taken.
+        // SAFETY: a live transport (type rule); an aligned word read as C's
+        // READ_ONCE() reads it: a stale value only costs the locked write.
+        if unsafe { core::ptr::read_volatile(addr_of!((*x).cwnd)) } == cwnd {
+            return;
+        }
         // SAFETY: a live transport (type rule); cwnd is under transport_lock.
         unsafe {
             spin_lock(addr_of_mut!((*x).transport_lock));
-            (*x).cwnd = (credits as c_ulong) << RPC_CWNDSHIFT;
+            (*x).cwnd = cwnd;
             spin_unlock(addr_of_mut!((*x).transport_lock));
         }
     }
