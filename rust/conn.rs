@@ -64,7 +64,6 @@ use crate::sys::qp::{Qp, QpAttr, SEND_BATCH};
 use crate::sys::rdma_cm::{
     CmHandler, CmId, Completion, DevCaps, Endpoint, Event, EventKind, HandlerId, Names,
 };
-use crate::sys::svc::SvcXprt;
 use crate::sys::trace;
 use crate::sys::wait::KillableCondVar;
 
@@ -133,14 +132,14 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
 use crate::sys::time::now_ns;
 
 /// What a connection carries: the one upper layer above it, fixed when the
-/// connection is made. It decides the role, where a received message goes
-/// ([`Conn::on_recv`]), the QP's depths and what debugfs calls it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Upper {
+/// connection is made, with the state only that upper needs. It decides the
+/// role, where a received message goes ([`Conn::on_recv`]), the QP's depths,
+/// the credits kept back, what the close tells and what debugfs calls it.
+enum Upper {
     /// Server: accepted on a listener nfsd made; calls go to nfsd.
-    Nfsd,
-    /// Client: an NFS mount's transport (`ClientXprt`, the `owner`).
-    Mount,
+    Nfsd(Pin<KBox<svc::NfsdSide>>),
+    /// Client: an NFS mount's transport.
+    Mount(Pin<KBox<rpc_xprt::MountSide>>),
     /// Client (test builds): the debugfs caller (`control`'s `connect`).
     #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     Caller,
@@ -151,10 +150,10 @@ pub(super) enum Upper {
 }
 
 impl Upper {
-    pub(super) fn role(self) -> Role {
+    pub(super) fn role(&self) -> Role {
         match self {
-            Upper::Nfsd => Role::Server,
-            Upper::Mount => Role::Client,
+            Upper::Nfsd(_) => Role::Server,
+            Upper::Mount(_) => Role::Client,
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             Upper::Echo => Role::Server,
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
@@ -163,12 +162,46 @@ impl Upper {
     }
 
     /// What `connections` says the connection is for, if anything.
-    pub(super) fn for_name(self) -> Option<&'static str> {
+    pub(super) fn for_name(&self) -> Option<&'static str> {
         match self {
-            Upper::Nfsd => Some("nfsd"),
-            Upper::Mount => Some("mount"),
+            Upper::Nfsd(_) => Some("nfsd"),
+            Upper::Mount(_) => Some("mount"),
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             Upper::Caller | Upper::Echo => None,
+        }
+    }
+
+    /// A client connection's Send and Receive queue depths and the Receives
+    /// posted before it connects: a mount's also takes the server's
+    /// backchannel Calls. (A server connection's are the listener's.)
+    fn client_depths(&self) -> (u32, u32, u32) {
+        match self {
+            Upper::Mount(_) => (
+                rpc_xprt::MOUNT_SEND_DEPTH,
+                rpc_xprt::MOUNT_RECV_DEPTH,
+                rpc_xprt::MOUNT_RECV_INITIAL,
+            ),
+            _ => (SEND_DEPTH, RECV_DEPTH, RECV_DEPTH),
+        }
+    }
+
+    /// Credits a server connection keeps back from its grant's count of free
+    /// Receives: nfsd's keep room for the Replies to its backchannel Calls.
+    fn credit_reserve(&self) -> u32 {
+        match self {
+            Upper::Nfsd(_) => svc::BC_RESERVE,
+            _ => 0,
+        }
+    }
+
+    /// Tells the upper that `conn` closed: once, from [`Conn::close_keep_id`],
+    /// with no lock of the connection's held.
+    fn closed(&self, conn: &Conn) {
+        match self {
+            Upper::Nfsd(n) => n.closed(),
+            Upper::Mount(m) => m.closed(conn),
+            #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+            Upper::Caller | Upper::Echo => {}
         }
     }
 }
@@ -177,7 +210,8 @@ impl Upper {
 ///
 /// Fields are immutable (`id`, `upper`, `peer_ip`, `state`), atomic (`xs`,
 /// `retired`, `last_active`), or under `inner`'s mutex (everything in
-/// [`ConnInner`]); `cv` is waited on with `inner`'s guard.
+/// [`ConnInner`]); `cv` is waited on with `inner`'s guard. What the upper
+/// keeps is under its own lock, never taken with `inner` held.
 ///
 /// # Invariants
 ///
@@ -233,12 +267,6 @@ struct ConnInner {
     /// The debugfs caller's calls in flight (test builds).
     #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     x: client::CallerSlots,
-    /// nfsd's reference on its transport, until nfsd detaches it.
-    svc: Option<SvcXprt>,
-    /// Calls received for nfsd, not yet handed to it.
-    svc_queue: Fifo<svc::SvcItem>,
-    /// [`Upper::Mount`]: the mount whose transport this is, until it closes.
-    owner: Option<Arc<rpc_xprt::ClientXprt>>,
 }
 
 impl ConnInner {
@@ -259,9 +287,6 @@ impl ConnInner {
             credits: 1,
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             x: client::CallerSlots::new(param::random_u32()),
-            svc: None,
-            svc_queue: Fifo::new(),
-            owner: None,
         }
     }
 
@@ -342,7 +367,7 @@ impl Conn {
     /// [`Conn::close`], but the caller gets the id (if it was still held) to
     /// release it.
     fn close_keep_id(&self, why: Closed, status: i32) -> Closing {
-        let (cm, queued, owner) = {
+        let cm = {
             let mut g = self.inner.lock();
             if !g.state.close(why, status) {
                 return Closing::Already;
@@ -350,20 +375,12 @@ impl Conn {
             trace::closed(self.id, why.name(), status);
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             g.x.fail_all(ENOTCONN.to_errno());
-            // nfsd closes its transport (xpo_detach follows).
-            if let Some(x) = &g.svc {
-                x.close();
-            }
-            let (queued, owner) = (g.svc_queue.take(), g.owner.take());
-            (IdSlot::take_unlocked(g, |i| &mut i.cm), queued, owner)
+            IdSlot::take_unlocked(g, |i| &mut i.cm)
         };
-        // Calls nfsd never saw: their buffers go back (the QP's teardown
-        // waits for them).
-        drop(queued);
-        // A mount's transport learns that its connection is gone.
-        if let Some(o) = owner {
-            o.closed(self);
-        }
+        // nfsd closes its transport and the calls it never saw give their
+        // buffers back; a mount's transport learns that its connection is
+        // gone.
+        self.upper.closed(self);
         self.cv.notify_all();
         self.state.retire(self);
         Closing::Now(cm)
@@ -376,60 +393,6 @@ impl Conn {
         if let Closing::Now(Some(cm)) = self.close_keep_id(why, 0) {
             cm.drop_deferred();
         }
-    }
-
-    /// A call arrived for nfsd: queue it and tell nfsd.
-    fn svc_received(&self, qp: &Qp, wc: &Completion<'_>) {
-        if let Some(buf) = wc.keep() {
-            self.svc_push(qp, svc::SvcItem::Received(buf));
-        }
-    }
-
-    /// Queues a call for nfsd and tells nfsd (dropped if the connection is
-    /// closing or nfsd has let go of it).
-    fn svc_push(&self, qp: &Qp, item: svc::SvcItem) {
-        let mut g = self.inner.lock();
-        if g.state.is_closed() || g.svc.is_none() {
-            return;
-        }
-        if let Err(item) = g.svc_queue.push(item) {
-            // A call lost for want of memory would hold the client's credit
-            // for good: end the connection instead. Its buffer goes back
-            // after the lock.
-            drop(g);
-            drop(item);
-            self.fatal(qp, "no_memory", ENOMEM.to_errno());
-            return;
-        }
-        if let Some(x) = &g.svc {
-            x.set_data(true);
-            x.enqueue();
-        }
-    }
-
-    /// The next call for nfsd, if any (xpo_recvfrom); with none, nfsd is told
-    /// so under the same lock the queue takes.
-    fn svc_dequeue(&self) -> Option<svc::SvcItem> {
-        let mut g = self.inner.lock();
-        let b = g.svc_queue.pop();
-        if b.is_none() {
-            if let Some(x) = &g.svc {
-                x.set_data(false);
-            }
-        }
-        b
-    }
-
-    /// Completes a backchannel Call with its Reply.
-    fn svc_bc_reply(&self, rpc: &[u8], credits: u32) -> bool {
-        let g = self.inner.lock();
-        g.svc.as_ref().is_some_and(|x| x.bc_reply(rpc, credits))
-    }
-
-    /// nfsd detaches its transport: its reference goes.
-    fn svc_detach(&self) {
-        let x = self.inner.lock().svc.take();
-        drop(x);
     }
 
     fn stats(&self) -> &Stats {
@@ -468,16 +431,7 @@ impl Conn {
             g.set_device(caps, self.stats());
             g.buffer_sizes()
         };
-        // A mount's connection also takes the server's backchannel Calls.
-        let (sends, receives, initial) = if self.upper == Upper::Mount {
-            (
-                rpc_xprt::MOUNT_SEND_DEPTH,
-                rpc_xprt::MOUNT_RECV_DEPTH,
-                rpc_xprt::MOUNT_RECV_INITIAL,
-            )
-        } else {
-            (SEND_DEPTH, RECV_DEPTH, RECV_DEPTH)
-        };
+        let (sends, receives, initial) = self.upper.client_depths();
         id.create_qp(&QpAttr {
             send_depth: sends,
             recv_depth: receives,

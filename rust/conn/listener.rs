@@ -46,7 +46,7 @@ enum ListenerState {
 /// # Invariants
 ///
 /// `xprt` is `Some` until nfsd takes it ([`Unaccepted::take`]); while it is,
-/// `conn` holds a counted reference on the same transport (`ConnInner::svc`)
+/// `conn` holds a counted reference on the same transport (its `NfsdSide`)
 /// and the transport's context holds `conn`: a cycle that only nfsd's
 /// xpo_detach breaks. An entry nfsd never takes breaks it when dropped: the
 /// connection is closed, its reference dropped, then the transport's first
@@ -210,8 +210,8 @@ impl Listener {
         // Without a registered connection the admission's drop gives its
         // place back.
         let conn = match self
-            .state
-            .new_conn(self.upper(), advertised(&Advert::default()), peer)
+            .upper()
+            .and_then(|u| self.state.new_conn(u, advertised(&Advert::default()), peer))
             .and_then(|c| admission.register(&c).map(|()| c))
         {
             Ok(c) => c,
@@ -248,7 +248,9 @@ impl Listener {
                 let made = me.new_conn(req).and_then(|p| {
                     let ops = Arc::new(svc::NfsdConn(conn.clone()), GFP_KERNEL)?;
                     let x = p.attach(ops)?;
-                    conn.inner.lock().svc = Some(x);
+                    if let Some(n) = conn.nfsd() {
+                        n.attach(x);
+                    }
                     Ok(p)
                 });
                 match made {
@@ -288,8 +290,7 @@ impl Listener {
                 st.inc(Counter::ErrAccept);
                 conn.close(Closed::AcceptFailed, e.to_errno());
                 // nfsd's transport goes too, never seen by nfsd.
-                let x = conn.inner.lock().svc.take();
-                drop(x);
+                conn.svc_detach();
                 drop(pending);
                 Err(e)
             }
@@ -300,12 +301,12 @@ impl Listener {
 impl Listener {
     /// What its connections carry: nfsd's calls, or (test builds, a
     /// `listen` listener) the echo service's.
-    fn upper(&self) -> Upper {
+    fn upper(&self) -> Result<Upper> {
         #[cfg(CONFIG_RPCRDMA_CM_TEST)]
         if self.svc.is_none() {
-            return Upper::Echo;
+            return Ok(Upper::Echo);
         }
-        Upper::Nfsd
+        Ok(Upper::Nfsd(svc::NfsdSide::new()?))
     }
 
     /// Its line in `listeners`.

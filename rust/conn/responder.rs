@@ -7,7 +7,7 @@
 //! chunk, or an RDMA_ERROR.
 
 use super::xprt::{n32, short};
-use super::{Conn, Upper, RECV_DEPTH};
+use super::{Conn, RECV_DEPTH};
 use crate::proto::conn_state::{receives_to_add, server_grant};
 use crate::proto::header::{
     decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
@@ -24,8 +24,6 @@ use kernel::alloc::KVVec;
 use kernel::alloc::VVec;
 use kernel::prelude::*;
 
-/// Receives an nfsd connection keeps for backchannel Replies.
-const BC_RESERVE: u32 = 2;
 /// The largest call message the echo service assembles from chunks.
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
 const MAX_CALL: u32 = echo::MAX_PAYLOAD + 4096;
@@ -36,15 +34,11 @@ impl Conn {
     /// that the grant grows with the client's need and an idle or slow client
     /// costs only its initial buffers.
     fn grant(&self, qp: &Qp) -> u32 {
-        // nfsd's connections keep room for the Replies to backchannel Calls
-        // (two at a time), which the client sends unasked for: counted as
-        // in use, so that a client using every credit it was granted makes
-        // the Receives grow.
-        let reserve = if self.upper == Upper::Nfsd {
-            BC_RESERVE
-        } else {
-            0
-        };
+        // What the upper keeps back (nfsd: room for the Replies to its
+        // backchannel Calls, which the client sends unasked for) counts as in
+        // use, so that a client using every credit it was granted makes the
+        // Receives grow.
+        let reserve = self.upper.credit_reserve();
         let r = qp.recv_buffers();
         // Calls received and not yet answered (this one included): those
         // being handled, whose Receives are not posted again yet, and those

@@ -30,9 +30,9 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
-use kernel::sync::{Arc, CondVar, Mutex};
+use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
 use kernel::time::msecs_to_jiffies;
-use kernel::{new_condvar, new_mutex};
+use kernel::{new_condvar, new_mutex, new_spinlock};
 
 use super::xprt::short;
 use super::{advertised, endpoint, Conn, State, Upper, RESOLVE_TIMEOUT_MS};
@@ -46,7 +46,7 @@ use crate::stats::{Counter, XprtCounter as X};
 
 use crate::sys::chunk::Chunk;
 use crate::sys::qp::{Qp, SEND_BATCH};
-use crate::sys::rdma_cm::{CmId, Net};
+use crate::sys::rdma_cm::{CmId, Completion, Net};
 use crate::sys::trace;
 use crate::sys::wait::Waited;
 use crate::sys::xdr_buf::XdrMsg;
@@ -218,6 +218,44 @@ pub(crate) struct ClientXprt {
     idle: CondVar,
 }
 
+/// What a mount's connection keeps for the mount ([`super::Upper::Mount`]):
+/// the transport it was made for. The link goes when the connection closes
+/// (it would otherwise keep the transport, which keeps the connection).
+#[pin_data]
+pub(super) struct MountSide {
+    #[pin]
+    owner: SpinLock<Option<Arc<ClientXprt>>>,
+}
+
+impl MountSide {
+    fn new(owner: Arc<ClientXprt>) -> Result<Pin<KBox<Self>>> {
+        KBox::pin_init(
+            pin_init!(MountSide {
+                owner <- new_spinlock!(Some(owner)),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// A Receive completed on `conn`: the mount's, if it still has one.
+    pub(super) fn received(&self, conn: &Conn, qp: &Qp, wc: &Completion<'_>) {
+        let owner = self.owner.lock().clone();
+        match owner {
+            Some(o) => o.received(conn, qp, wc.data, wc.invalidated),
+            // The mount let go: nothing waits for it.
+            None => conn.count(X::RepliesUnmatched, 1),
+        }
+    }
+
+    /// `conn` closed: the mount's transport learns it, and lets go of it.
+    pub(super) fn closed(&self, conn: &Conn) {
+        let owner = self.owner.lock().take();
+        if let Some(o) = owner {
+            o.closed(conn);
+        }
+    }
+}
+
 /// A Receive handler's right to use the C transport (see [`ClientXprt::enter`]).
 struct Entered<'a>(&'a ClientXprt);
 
@@ -273,15 +311,13 @@ impl ClientXprt {
         this.close();
         let st = &this.state.stats;
         st.inc(Counter::Connects);
-        let conn = this
-            .state
-            .new_conn(Upper::Mount, advertised(&Advert::default()), None)
+        let conn = MountSide::new(this.clone())
+            .and_then(|m| {
+                this.state
+                    .new_conn(Upper::Mount(m), advertised(&Advert::default()), None)
+            })
             .inspect_err(|_| st.inc(Counter::ErrAlloc))?;
         *id = conn.id;
-        {
-            let mut g = conn.inner.lock();
-            g.owner = Some(this.clone());
-        }
         this.state
             .register(&conn)
             .inspect_err(|_| st.inc(Counter::ErrAlloc))?;

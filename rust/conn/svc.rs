@@ -26,15 +26,15 @@ use kernel::sync::{Arc, Mutex};
 
 use super::responder::{CallIn, Incoming, ReplyRoute};
 use super::xprt::n32;
-use super::{Conn, Listener, State};
+use super::{Conn, Fifo, Listener, State};
 use crate::proto::conn_state::Closed;
 use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
-use crate::sys::rdma_cm::{Net, RwDone, WC_FLUSHED};
+use crate::sys::rdma_cm::{Completion, Net, RwDone, WC_FLUSHED};
 use crate::sys::svc::{
-    Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprtOps,
+    Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprt, SvcXprtOps,
 };
 use crate::sys::xdr_buf::XdrMsg;
 
@@ -135,7 +135,7 @@ impl NfsCall {
 impl SvcXprtOps for NfsdConn {
     fn recvfrom(&self, rq: &mut SvcRqst<'_>) -> i32 {
         let conn = &self.0;
-        let Some(item) = conn.svc_dequeue() else {
+        let Some(item) = conn.nfsd().and_then(NfsdSide::pop) else {
             return 0;
         };
         rq.received();
@@ -149,7 +149,7 @@ impl SvcXprtOps for NfsdConn {
         // A Reply to one of our backchannel Calls (RFC 8167): no chunks, and
         // the RPC message says REPLY. It never reaches nfsd's dispatcher.
         if let Some((rpc, credits)) = backchannel_reply(buf.data()) {
-            if conn.svc_bc_reply(rpc, credits) {
+            if conn.nfsd().is_some_and(|n| n.bc_reply(rpc, credits)) {
                 conn.count(X::BcReplies, 1);
             } else {
                 conn.count(X::RepliesUnmatched, 1);
@@ -277,6 +277,121 @@ pub(super) enum SvcItem {
     Pulled(Pulled),
 }
 
+/// Receives an nfsd connection keeps back from its grant for the Replies to
+/// its backchannel Calls (two at a time, as [`BC_CREDITS`]).
+pub(super) const BC_RESERVE: u32 = 2;
+
+/// What a connection carrying nfsd's calls keeps for nfsd
+/// ([`super::Upper::Nfsd`]).
+///
+/// # Invariants
+///
+/// Once `closed`, nothing more is queued: the close took what was queued,
+/// and a call received after it gives its buffer back at once.
+#[pin_data]
+pub(super) struct NfsdSide {
+    #[pin]
+    inner: Mutex<NfsdInner>,
+}
+
+struct NfsdInner {
+    /// nfsd's reference on its transport, until nfsd detaches it.
+    svc: Option<SvcXprt>,
+    /// Calls received for nfsd, not yet handed to it.
+    queue: Fifo<SvcItem>,
+    /// The connection closed.
+    closed: bool,
+}
+
+impl NfsdSide {
+    pub(super) fn new() -> Result<Pin<KBox<Self>>> {
+        KBox::pin_init(
+            pin_init!(NfsdSide {
+                inner <- new_mutex!(NfsdInner {
+                    svc: None,
+                    queue: Fifo::new(),
+                    closed: false,
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Keeps nfsd's transport `x`, made for the connection before nfsd can
+    /// see it. A connection that closed meanwhile (`disconnect`, device
+    /// removal) has it closed at once, as the close would have.
+    pub(super) fn attach(&self, x: SvcXprt) {
+        let old = {
+            let mut g = self.inner.lock();
+            if g.closed {
+                x.close();
+            }
+            g.svc.replace(x)
+        };
+        drop(old);
+    }
+
+    /// nfsd detaches its transport (or never took it): its reference goes,
+    /// after the lock.
+    pub(super) fn detach(&self) {
+        let x = self.inner.lock().svc.take();
+        drop(x);
+    }
+
+    /// The connection closed: nfsd closes its transport (xpo_detach
+    /// follows); the calls nfsd never saw give their buffers back (the QP's
+    /// teardown waits for them), after the lock.
+    pub(super) fn closed(&self) {
+        let queued = {
+            let mut g = self.inner.lock();
+            g.closed = true;
+            if let Some(x) = &g.svc {
+                x.close();
+            }
+            g.queue.take()
+        };
+        drop(queued);
+    }
+
+    /// Queues a call for nfsd and tells nfsd. Dropped (its buffer given
+    /// back) if the connection closed or nfsd let go of it; handed back if
+    /// there is no memory to queue it.
+    fn push(&self, item: SvcItem) -> core::result::Result<(), SvcItem> {
+        let mut g = self.inner.lock();
+        if g.closed {
+            return Ok(());
+        }
+        if g.svc.is_none() {
+            return Ok(());
+        }
+        g.queue.push(item)?;
+        if let Some(x) = &g.svc {
+            x.set_data(true);
+            x.enqueue();
+        }
+        Ok(())
+    }
+
+    /// The next call for nfsd, if any (xpo_recvfrom); with none, nfsd is
+    /// told so under the lock the queue takes.
+    fn pop(&self) -> Option<SvcItem> {
+        let mut g = self.inner.lock();
+        let item = g.queue.pop();
+        if item.is_none() {
+            if let Some(x) = &g.svc {
+                x.set_data(false);
+            }
+        }
+        item
+    }
+
+    /// Completes a backchannel Call with its Reply.
+    fn bc_reply(&self, rpc: &[u8], credits: u32) -> bool {
+        let g = self.inner.lock();
+        g.svc.as_ref().is_some_and(|x| x.bc_reply(rpc, credits))
+    }
+}
+
 /// How a call's argument reaches nfsd's request ([`Conn::svc_pull`]).
 enum Pull {
     /// In place, or copied into the request's pages already.
@@ -338,6 +453,43 @@ fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
 }
 
 impl Conn {
+    /// What the connection keeps for nfsd; `None` if it does not carry
+    /// nfsd's calls.
+    pub(super) fn nfsd(&self) -> Option<&NfsdSide> {
+        match &self.upper {
+            super::Upper::Nfsd(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// A call arrived for nfsd: queue it and tell nfsd.
+    pub(super) fn svc_received(&self, qp: &Qp, wc: &Completion<'_>) {
+        if let Some(buf) = wc.keep() {
+            self.svc_push(qp, SvcItem::Received(buf));
+        }
+    }
+
+    /// Queues a call for nfsd and tells nfsd.
+    fn svc_push(&self, qp: &Qp, item: SvcItem) {
+        let Some(nfsd) = self.nfsd() else {
+            return;
+        };
+        if let Err(item) = nfsd.push(item) {
+            // A call lost for want of memory would hold the client's credit
+            // for good: end the connection instead. Its buffer goes back
+            // first (after the queue's lock).
+            drop(item);
+            self.fatal(qp, "no_memory", ENOMEM.to_errno());
+        }
+    }
+
+    /// nfsd detaches its transport, or never took it.
+    pub(super) fn svc_detach(&self) {
+        if let Some(n) = self.nfsd() {
+            n.detach();
+        }
+    }
+
     /// Lays out a call of Read chunks at several positions in pages of ours:
     /// the inline parts copied now, each chunk XDR-padded at its place, to
     /// be read there ([`Pull::Direct`], no thread waits for the Reads);

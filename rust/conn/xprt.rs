@@ -59,16 +59,9 @@ impl Conn {
         }
         self.touch();
         self.count(X::BytesRecv, wc.data.len() as u64);
-        match self.upper {
-            Upper::Mount => {
-                let owner = self.inner.lock().owner.clone();
-                match owner {
-                    Some(o) => o.received(self, qp, wc.data, wc.invalidated),
-                    // The mount let go: nothing waits for it.
-                    None => self.count(X::RepliesUnmatched, 1),
-                }
-            }
-            Upper::Nfsd => self.svc_received(qp, wc),
+        match &self.upper {
+            Upper::Mount(m) => m.received(self, qp, wc),
+            Upper::Nfsd(_) => self.svc_received(qp, wc),
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             Upper::Caller => self.reply_received(wc.data, wc.invalidated),
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
