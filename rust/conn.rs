@@ -26,7 +26,6 @@ use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-mod chunks;
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
 mod client;
 mod debugfs;
@@ -35,6 +34,7 @@ mod echo;
 mod id_slot;
 mod listener;
 mod registry;
+mod requester;
 mod responder;
 mod rpc_xprt;
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]

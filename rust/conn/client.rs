@@ -17,15 +17,14 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::time::{msecs_to_jiffies, Jiffies};
 
+use super::requester::{self, BadReply, CallSource, Registrar, Regs, ReplyKind};
 use super::rpcs::RpcRecord;
 use super::xprt::{n32, short};
 use super::{Conn, ConnInner, QP_DEPTH};
-use crate::proto::chunk::{plan, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
+use crate::proto::chunk::{CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::config::{CallSpec, NfsOp, NfsSpec};
 use crate::proto::conn_state::client_window;
-use crate::proto::header::{
-    decode, encode_msg, Body, Header, Limits, MsgSpec, ReadSegment, Segment,
-};
+use crate::proto::header::{decode, Header, Limits};
 use crate::proto::negotiate::{Negotiated, Role};
 use crate::proto::nfs4::{decode_compound, encode_compound, fnv1a64, Op, FNV_BASIS};
 use crate::proto::rpc::{
@@ -44,27 +43,6 @@ type Guard<'a, T> = kernel::sync::lock::Guard<'a, T, kernel::sync::lock::mutex::
 
 /// Slots for calls in flight: never more than the credits we request.
 const SLOTS: usize = QP_DEPTH as usize;
-
-/// How a reply came back.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum ReplyKind {
-    /// Whole in the Send.
-    Inline,
-    /// The DDP-eligible result in our Write chunk (`written` octets).
-    WriteList { written: u32 },
-    /// RDMA_NOMSG: the whole reply in our Reply chunk (`written` octets).
-    ReplyChunk { written: u32 },
-}
-
-impl ReplyKind {
-    pub(super) fn name(&self) -> &'static str {
-        match self {
-            ReplyKind::Inline => "inline",
-            ReplyKind::WriteList { .. } => "write_list",
-            ReplyKind::ReplyChunk { .. } => "reply_chunk",
-        }
-    }
-}
 
 /// What a call learnt from its reply's Receive.
 pub(super) struct Done {
@@ -138,9 +116,6 @@ impl CallerSlots {
 
 /// How long a call waits for its reply (and for a credit).
 const CALL_TIMEOUT_MS: u32 = 15_000;
-/// Largest segment one FRWR registration covers (for planning): 2 MiB, rxe's
-/// 512-page registration limit; each chunk is one segment.
-const MAX_SEGMENT: u32 = 2 << 20;
 /// Room for the RPC call header and arguments before the data item.
 const HEAD_MAX: usize = 512;
 /// Credential of our NFS calls: root (the selftests export with no_root_squash).
@@ -285,6 +260,85 @@ impl<'a> Req<'a> {
     fn seed(&self, xid: u32) -> u32 {
         self.data.and_then(|(_, s)| s).unwrap_or(xid)
     }
+
+    /// The call's shape for planning, with a head of `head_len` octets.
+    fn shape(&self, head_len: u32) -> Result<RpcShape> {
+        let padded = n32(xdr_align(self.data_len() as usize).ok_or(EINVAL)?);
+        Ok(RpcShape {
+            call_len: head_len.checked_add(padded).ok_or(EINVAL)?,
+            call_ddp: self.data.filter(|_| self.data_ddp).map(|(len, _)| DdpItem {
+                position: head_len,
+                len,
+            }),
+            max_reply_len: self.max_reply,
+            reply_ddp_len: self.reply_ddp,
+        })
+    }
+}
+
+/// One call of the caller's as the requester pipeline sends it: the head
+/// encoded for its XID, then the data item's pattern (generated where it
+/// goes, in the Send or in the Read chunk), then the item's XDR pad.
+struct CallerCall<'a> {
+    req: &'a Req<'a>,
+    xid: u32,
+    head: [u8; HEAD_MAX],
+    hn: usize,
+    shape: RpcShape,
+}
+
+impl<'a> CallerCall<'a> {
+    fn new(req: &'a Req<'a>, xid: u32) -> Result<Self> {
+        let mut head = [0u8; HEAD_MAX];
+        let hn = req.head(xid, &mut head)?;
+        let shape = req.shape(n32(hn))?;
+        Ok(CallerCall {
+            req,
+            xid,
+            head,
+            hn,
+            shape,
+        })
+    }
+}
+
+impl CallSource for CallerCall<'_> {
+    fn xid(&self) -> u32 {
+        self.xid
+    }
+
+    fn shape(&self) -> RpcShape {
+        self.shape
+    }
+
+    fn read(&self, off: u32, out: &mut [u8]) -> Result {
+        let (off, hn) = (off as usize, self.hn);
+        let data = self.req.data_len() as usize;
+        let end = off.checked_add(out.len()).ok_or(EINVAL)?;
+        if end > self.shape.call_len as usize {
+            return Err(EINVAL);
+        }
+        let seed = self.req.seed(self.xid);
+        for (at, b) in (off..end).zip(out.iter_mut()) {
+            *b = if at < hn {
+                self.head[at]
+            } else if at < hn + data {
+                echo::pattern(seed, at - hn)
+            } else {
+                0
+            };
+        }
+        Ok(())
+    }
+
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem) -> Result<KVec<Chunk>> {
+        let seed = self.req.seed(self.xid);
+        reg.alloc_filled(item.len, &mut |c, at| fill_pattern(c, seed, at))
+    }
+
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32) -> Result<KVec<Chunk>> {
+        reg.alloc(len, true)
+    }
 }
 
 /// Writes the data item's pattern (`len` octets for `seed`, starting at
@@ -295,27 +349,14 @@ fn pattern_into(out: &mut [u8], seed: u32, from: usize) {
     }
 }
 
-/// Fills `len` octets of `c` at `off` with the pattern for `seed`.
-fn fill_pattern(c: &mut Chunk, off: u32, seed: u32, len: u32) -> Result {
+/// Fills all of `c` with the pattern for `seed`, from pattern index `from`.
+fn fill_pattern(c: &mut Chunk, seed: u32, from: u32) -> Result {
     let mut buf = [0u8; 256];
-    let mut i = 0u32;
+    let (mut i, len) = (0u32, c.len());
     while i < len {
         let n = (len - i).min(buf.len() as u32);
-        pattern_into(&mut buf[..n as usize], seed, i as usize);
-        c.write_at(off + i, &buf[..n as usize])?;
-        i += n;
-    }
-    Ok(())
-}
-
-/// Feeds `len` octets of `c` at `off` to `f`, 256 at a time.
-fn scan(c: &mut Chunk, off: u32, len: u32, mut f: impl FnMut(usize, &[u8])) -> Result {
-    let mut buf = [0u8; 256];
-    let mut i = 0u32;
-    while i < len {
-        let n = (len - i).min(buf.len() as u32);
-        c.read_at(off + i, &mut buf[..n as usize])?;
-        f(i as usize, &buf[..n as usize]);
+        pattern_into(&mut buf[..n as usize], seed, (from + i) as usize);
+        c.write_at(i, &buf[..n as usize])?;
         i += n;
     }
     Ok(())
@@ -325,15 +366,6 @@ fn is_pattern(data: &[u8], seed: u32, from: usize) -> bool {
     data.iter()
         .enumerate()
         .all(|(k, &b)| b == echo::pattern(seed, from + k))
-}
-
-/// The chunks registered for one call.
-#[derive(Default)]
-pub(super) struct CallChunks {
-    /// Read chunk or Position-Zero Read chunk.
-    call: Option<Chunk>,
-    /// Write chunk or Reply chunk.
-    reply: Option<Chunk>,
 }
 
 fn call_plan_name(p: &CallPlan) -> &'static str {
@@ -381,41 +413,18 @@ impl Conn {
             return Err(EINVAL);
         }
         let head_len = req.head_len()?;
-        let data_len = req.data_len();
-        let padded = n32(xdr_align(data_len as usize).ok_or(EINVAL)?);
-        rec.call_len = head_len.saturating_add(padded);
-        let neg = {
+        let shape = req.shape(head_len)?;
+        rec.call_len = shape.call_len;
+        let (neg, fr_pages) = {
             let g = self.inner.lock();
             match (g.cm.get(), &g.negotiated) {
-                (Some(_), Some(n)) if g.state.is_established() => *n,
+                (Some(_), Some(n)) if g.state.is_established() => (*n, g.fr_pages),
                 _ => return Err(ENOTCONN),
             }
         };
-        let shape = RpcShape {
-            call_len: rec.call_len,
-            call_ddp: req.data.filter(|_| req.data_ddp).map(|(len, _)| DdpItem {
-                position: head_len,
-                len,
-            }),
-            max_reply_len: req.max_reply,
-            reply_ddp_len: req.reply_ddp,
-        };
-        let p = plan(neg.c2s, neg.s2c, &shape, MAX_SEGMENT).map_err(|_| EMSGSIZE)?;
+        let p = requester::plan(&neg, fr_pages, &shape)?;
         rec.call = call_plan_name(&p.call);
         rec.reply = reply_plan_name(&p.reply);
-        let one_segment = |s: u32| if s == 1 { Ok(()) } else { Err(EMSGSIZE) };
-        match p.call {
-            CallPlan::Inline => {}
-            CallPlan::ReadChunk { segments, .. } | CallPlan::PositionZero { segments, .. } => {
-                one_segment(segments)?
-            }
-        }
-        match p.reply {
-            ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { segments, .. } | ReplyPlan::ReplyChunk { segments, .. } => {
-                one_segment(segments)?
-            }
-        }
 
         // Reserve a credit (RFC 8166 Section 3.3.1), an XID and a slot, and
         // take a handle on the QP; then build and send the call without the
@@ -441,8 +450,8 @@ impl Conn {
         };
         rec.xid = xid;
 
-        let mut chunks = CallChunks::default();
-        let sent = self.send_call(&qp, neg, req, xid, &p, &mut chunks);
+        let mut regs = Regs::default();
+        let sent = self.send_call(&qp, &neg, fr_pages, req, xid, &p, &mut regs);
         drop(qp);
         let mut g = self.inner.lock();
         let (result, gave_up) = match sent {
@@ -475,13 +484,10 @@ impl Conn {
         // Check what came back (in the Send or in our chunks), then release the
         // chunks: the reply's Send With Invalidate (if any) spares one LOCAL_INV.
         let checked = match &result {
-            Ok(done) => self.finish_reply(req, done, &p.reply, &mut chunks, xid, rec),
+            Ok(done) => self.finish_reply(req, done, &mut regs, xid, rec),
             Err(_) => Ok(()),
         };
-        self.release_chunks(
-            [chunks.call, chunks.reply].into_iter().flatten(),
-            invalidated,
-        );
+        self.release_chunks(regs.into_chunks(), invalidated);
         let done = result?;
         rec.reply = done.kind.name();
         rec.reply_len = done.reply_len;
@@ -507,122 +513,23 @@ impl Conn {
         Ok(xid)
     }
 
-    /// Registers the chunks `p` asks for and sends the call. Called without
-    /// the connection's lock.
+    /// Registers the chunks `p` asks for (kept in `regs`, also when the
+    /// Send fails) and sends the call. Called without the connection's lock.
+    #[allow(clippy::too_many_arguments)]
     fn send_call(
         &self,
         qp: &Qp,
-        neg: Negotiated,
+        neg: &Negotiated,
+        fr_pages: u32,
         req: &Req<'_>,
         xid: u32,
         p: &Plan,
-        chunks: &mut CallChunks,
+        regs: &mut Regs,
     ) -> Result {
-        let mut head = [0u8; HEAD_MAX];
-        let hn = req.head(xid, &mut head)?;
-        let head = &head[..hn];
-        let (data_len, seed) = (req.data_len(), req.seed(xid));
-        let pad = n32(xdr_align(data_len as usize).ok_or(EINVAL)?) - data_len;
-        let mut reads = [ReadSegment {
-            position: 0,
-            segment: Segment {
-                handle: 0,
-                length: 0,
-                offset: 0,
-            },
-        }];
-        let mut nreads = 0;
-        let mut nomsg = false;
-        // Whether the data item (and its pad) travel in the Send.
-        let mut data_inline = true;
-        match p.call {
-            CallPlan::Inline => self.count(X::CallsInline, 1),
-            CallPlan::ReadChunk { position, len, .. } => {
-                let mut c = Chunk::new(qp, len)?;
-                fill_pattern(&mut c, 0, seed, len)?;
-                reads[0] = ReadSegment {
-                    position,
-                    segment: self.register_chunk(&mut c, false)?,
-                };
-                nreads = 1;
-                data_inline = false;
-                chunks.call = Some(c);
-                self.count(X::CallsReadChunk, 1);
-            }
-            CallPlan::PositionZero { len, .. } => {
-                // The whole call message, padded, in the chunk.
-                let mut c = Chunk::new(qp, len)?;
-                c.write_at(0, head)?;
-                if data_len > 0 {
-                    fill_pattern(&mut c, n32(hn), seed, data_len)?;
-                }
-                c.write_at(n32(hn) + data_len, &[0u8; 3][..pad as usize])?;
-                reads[0] = ReadSegment {
-                    position: 0,
-                    segment: self.register_chunk(&mut c, false)?,
-                };
-                nreads = 1;
-                nomsg = true;
-                chunks.call = Some(c);
-                self.count(X::CallsLong, 1);
-            }
-        }
-        let mut wseg = [Segment {
-            handle: 0,
-            length: 0,
-            offset: 0,
-        }];
-        let mut writes: [&[Segment]; 1] = [&[]];
-        let mut nwrites = 0;
-        let mut reply = None;
-        match p.reply {
-            ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { len, .. } | ReplyPlan::ReplyChunk { len, .. } => {
-                let mut c = Chunk::new(qp, len)?;
-                wseg[0] = self.register_chunk(&mut c, true)?;
-                chunks.reply = Some(c);
-            }
-        }
-        match p.reply {
-            ReplyPlan::WriteList { .. } => {
-                writes[0] = &wseg;
-                nwrites = 1;
-            }
-            ReplyPlan::ReplyChunk { .. } => reply = Some(&wseg[..]),
-            ReplyPlan::Inline => {}
-        }
-        let spec = MsgSpec {
-            xid,
-            credits: QP_DEPTH,
-            nomsg,
-            reads: &reads[..nreads],
-            writes: &writes[..nwrites],
-            reply,
-        };
-        let mut sent = 0;
-        qp.send(None, |buf| {
-            let limit = buf.len().min(neg.c2s as usize);
-            let buf = &mut buf[..limit];
-            let h = encode_msg(buf, &spec).map_err(short)?;
-            let mut at = h;
-            if !nomsg {
-                let end = at + hn;
-                buf.get_mut(at..end).ok_or(EMSGSIZE)?.copy_from_slice(head);
-                at = end;
-                if data_inline {
-                    // The data item and its XDR pad; in a Read chunk, neither.
-                    let (d, p) = (data_len as usize, pad as usize);
-                    let room = buf.get_mut(at..at + d + p).ok_or(EMSGSIZE)?;
-                    pattern_into(&mut room[..d], seed, 0);
-                    room[d..].fill(0);
-                    at += d + p;
-                }
-            }
-            sent = at;
-            Ok(at)
-        })?;
-        self.count(X::CallsSent, 1);
-        self.count(X::BytesSend, sent as u64);
+        let src = CallerCall::new(req, xid)?;
+        let (r, wire) = requester::prepare(self, qp, fr_pages, &src, p)?;
+        *regs = r;
+        requester::post(self, qp, neg, &src, QP_DEPTH, &wire)?;
         Ok(())
     }
 
@@ -632,34 +539,17 @@ impl Conn {
         &self,
         req: &Req<'_>,
         done: &Done,
-        offered: &ReplyPlan,
-        chunks: &mut CallChunks,
+        regs: &mut Regs,
         xid: u32,
         rec: &mut RpcRecord,
     ) -> Result {
-        // The responder may use only the chunk the call offered, and no more of
-        // it than offered (RFC 8166, Sections 3.4.6 and 3.4.7).
-        let within = |w: u32| chunks.reply.as_ref().is_some_and(|c| w <= c.len());
-        let honest = match (done.kind, offered) {
-            (ReplyKind::Inline, _) => true,
-            (ReplyKind::WriteList { written }, ReplyPlan::WriteList { .. }) => within(written),
-            (ReplyKind::ReplyChunk { written }, ReplyPlan::ReplyChunk { .. }) => within(written),
-            _ => false,
-        };
-        if !honest {
-            self.count(X::ChunkErrors, 1);
-            return Err(EPROTO);
-        }
+        regs.check(self, done.kind).map_err(|_| EPROTO)?;
         // The RPC reply message as far as it is in memory we can read directly:
         // the Send's RPC part, or the whole Reply chunk.
         let whole: KVVec<u8>;
         let msg: &[u8] = match done.kind {
             ReplyKind::ReplyChunk { written } => {
-                let c = chunks.reply.as_mut().ok_or(EINVAL)?;
-                let mut v = KVVec::new();
-                v.extend_with(written as usize, 0, GFP_KERNEL)?;
-                c.read_at(0, &mut v)?;
-                whole = v;
+                whole = regs.read_reply_chunk(written)?;
                 &whole
             }
             _ => &done.rpc,
@@ -694,8 +584,7 @@ impl Conn {
                     Some(w) => {
                         let mut same = x.u32() == Ok(len) && w == len;
                         if same {
-                            let c = chunks.reply.as_mut().ok_or(EINVAL)?;
-                            scan(c, 0, len, |i, d| same &= is_pattern(d, xid, i))?;
+                            regs.scan_reply(len, &mut |i, d| same &= is_pattern(d, xid, i))?;
                         }
                         same
                     }
@@ -720,8 +609,7 @@ impl Conn {
                             h = fnv1a64(h, d);
                         }
                         (None, Some(w)) if w == len => {
-                            let c = chunks.reply.as_mut().ok_or(EINVAL)?;
-                            scan(c, 0, len, |_, d| h = fnv1a64(h, d))?;
+                            regs.scan_reply(len, &mut |_, d| h = fnv1a64(h, d))?;
                         }
                         _ => return Err(EPROTO),
                     }
@@ -822,28 +710,17 @@ impl Conn {
 
     /// What a reply's transport header says, with a copy of its inline RPC part.
     fn reply_done(&self, h: &Header<'_>, data: &[u8]) -> core::result::Result<Done, i32> {
-        let chunks = match h.body {
-            Body::Error(_) => {
-                self.count(X::RdmaErrorReceived, 1);
-                return Err(EREMOTEIO.to_errno());
-            }
-            Body::Msg(c) | Body::NoMsg(c) => c,
-        };
+        let kind = requester::reply_kind(self, h).map_err(|e| match e {
+            BadReply::RdmaError => EREMOTEIO.to_errno(),
+            BadReply::Header | BadReply::Chunks => EPROTO.to_errno(),
+        })?;
         let mut done = Done {
             rpc: KVec::new(),
             reply_len: 0,
-            kind: ReplyKind::Inline,
+            kind,
         };
-        if let Body::NoMsg(_) = h.body {
-            let Some(total) = chunks.reply_chunk().map(|s| s.total_len()) else {
-                self.count(X::HeaderErrors, 1);
-                return Err(EPROTO.to_errno());
-            };
-            self.count(X::RepliesReplyChunk, 1);
-            done.reply_len = n32(total as usize);
-            done.kind = ReplyKind::ReplyChunk {
-                written: done.reply_len,
-            };
+        if let ReplyKind::ReplyChunk { written } = kind {
+            done.reply_len = written;
             return Ok(done);
         }
         let rpc = &data[h.len..];
@@ -851,18 +728,8 @@ impl Conn {
             return Err(ENOMEM.to_errno());
         }
         done.reply_len = n32(rpc.len());
-        // What the responder wrote to our Write chunk, from the echoed lengths.
-        match chunks
-            .write_list()
-            .next()
-            .map(|s| n32(s.total_len() as usize))
-        {
-            Some(w) if w > 0 => {
-                self.count(X::RepliesWriteList, 1);
-                done.reply_len = done.reply_len.saturating_add(w);
-                done.kind = ReplyKind::WriteList { written: w };
-            }
-            _ => self.count(X::RepliesInline, 1),
+        if let ReplyKind::WriteList { written } = kind {
+            done.reply_len = done.reply_len.saturating_add(written);
         }
         Ok(done)
     }

@@ -27,19 +27,19 @@
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
+use super::requester::{self, CallSource, Registrar, Regs, ReplyKind};
 use super::xprt::short;
 use super::{advertised, endpoint, Conn, State, Upper, RESOLVE_TIMEOUT_MS};
-use crate::proto::chunk::{plan, CallPlan, DdpItem, ReplyPlan, RpcShape};
+use crate::proto::chunk::{CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
-use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, ReadSegment, Segment};
+use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec};
 use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
@@ -49,14 +49,11 @@ use crate::sys::qp::{Qp, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Completion, Net};
 use crate::sys::trace;
 use crate::sys::wait::Waited;
-use crate::sys::xdr_buf::XdrMsg;
 use crate::sys::xprt::{
     MountStats, PinnedRqst, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS, XDRBUF_READ,
     XDRBUF_WRITE,
 };
 
-/// The largest segment of one chunk (one FRWR registration).
-const MAX_SEGMENT: u32 = 2 << 20;
 /// Receives a mount's connection posts at most: one per call in flight, one
 /// per backchannel Call the server may send, and the one being handled (as
 /// xprtrdma, so that a full window and callbacks never meet an RNR).
@@ -129,52 +126,6 @@ fn add(c: &AtomicU64, n: u64) {
 
 fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
-}
-
-/// What a call registered for the server, one registration per segment: its
-/// Read chunk (the data pages of a WRITE, or the whole Call) and its Write
-/// chunk (receive pages) or Reply chunk.
-#[derive(Default)]
-struct Regs {
-    call: KVec<Chunk>,
-    reply: KVec<Chunk>,
-    /// `reply` is a Write chunk over the receive pages.
-    write_list: bool,
-}
-
-impl Regs {
-    /// Octets the reply's chunk offers.
-    fn reply_len(&self) -> u64 {
-        self.reply.iter().map(|c| u64::from(c.len())).sum()
-    }
-}
-
-/// The segments of `chunks` (registered), as the header lists them.
-fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
-    let mut v = KVec::with_capacity(chunks.len(), GFP_KERNEL)?;
-    for c in chunks {
-        let r = c.registration().ok_or(EINVAL)?;
-        v.push(
-            Segment {
-                handle: r.rkey,
-                length: c.len(),
-                offset: r.iova,
-            },
-            GFP_KERNEL,
-        )?;
-    }
-    Ok(v)
-}
-
-/// Octets of one segment, starting `first` octets into a page, that one
-/// registration of at most `pages` pages (and [`MAX_SEGMENT`]) covers.
-fn segment_room(first: u32, pages: u32) -> u32 {
-    let page = kernel::page::PAGE_SIZE as u32;
-    pages
-        .max(1)
-        .saturating_mul(page)
-        .saturating_sub(first % page)
-        .min(MAX_SEGMENT)
 }
 
 struct Inner {
@@ -460,67 +411,10 @@ impl ClientXprt {
         Ok(())
     }
 
-    /// Registrations over `msg`'s pages for the server to read (a WRITE's
-    /// data) or write (`remote_write`: READ data), as many segments as the
-    /// device's registrations need (`fr_pages` pages each).
-    fn wrap(
-        &self,
-        conn: &Conn,
-        xid: u32,
-        qp: &Qp,
-        msg: &XdrMsg<'_>,
-        fr_pages: u32,
-        remote_write: bool,
-    ) -> Result<KVec<Chunk>> {
-        let len = msg.page_len();
-        let mut v = KVec::new();
-        let mut at = 0;
-        while at < len {
-            let k = (len - at).min(segment_room(msg.page_offset() + at, fr_pages));
-            let mut c = msg.wrap_pages(qp, at, k)?;
-            self.register(conn, xid, &mut c, remote_write)?;
-            v.push(c, GFP_KERNEL)?;
-            at += k;
-        }
-        Ok(v)
-    }
-
-    /// `len` octets of chunk memory of our own, registered in segments of
-    /// at most `fr_pages` pages (a long Call, or room for a Reply chunk).
-    fn alloc(
-        &self,
-        conn: &Conn,
-        xid: u32,
-        qp: &Qp,
-        len: u32,
-        fr_pages: u32,
-        remote_write: bool,
-    ) -> Result<KVec<Chunk>> {
-        let mut v = KVec::new();
-        let mut at = 0;
-        while at < len {
-            let k = (len - at).min(segment_room(0, fr_pages));
-            let mut c = Chunk::new(qp, k)?;
-            self.register(conn, xid, &mut c, remote_write)?;
-            v.push(c, GFP_KERNEL)?;
-            at += k;
-        }
-        Ok(v)
-    }
-
-    /// Registers `c` for call `xid`; a failure is traced (`reg_failed`).
-    fn register(&self, conn: &Conn, xid: u32, c: &mut Chunk, remote_write: bool) -> Result {
-        conn.register_chunk(c, remote_write)
-            .inspect_err(|e| trace::xprt(conn.id, "reg_failed", xid, e.to_errno()))?;
-        add(&self.counts.mrs_allocated, u64::from(c.new_mr()));
-        Ok(())
-    }
-
     /// Releases a call's registrations: LOCAL_INV for each, but the one the
     /// server's Send With Invalidate invalidated (`invalidated`).
     fn release_regs(&self, conn: &Conn, regs: Regs, invalidated: Option<u32>) {
-        let all = Iterator::chain(regs.call.into_iter(), regs.reply);
-        let local = conn.release_chunks(all, invalidated);
+        let local = conn.release_chunks(regs.into_chunks(), invalidated);
         add(&self.counts.local_inv, u64::from(local));
     }
 
@@ -529,114 +423,10 @@ impl ClientXprt {
             return self.send_bc_reply(rq);
         }
         let (conn, qp, neg, fr_pages) = self.current()?;
-        let (snd, rcv) = (&rq.msg, &rq.rcv);
-        let call_len = u32::try_from(snd.len()).map_err(|_| EMSGSIZE)?;
-        // Direct data placement as the upper layer marks it (xprtrdma's
-        // rules): WRITE's data pages may go in a Read chunk, READ's and
-        // READLINK's receive pages may take a Write chunk.
-        let shape = RpcShape {
-            call_len,
-            call_ddp: (rq.ddp && snd.flags() & XDRBUF_WRITE != 0 && snd.page_len() > 0).then(
-                || DdpItem {
-                    position: snd.head_len(),
-                    len: snd.page_len(),
-                },
-            ),
-            max_reply_len: rq.rcvsize,
-            reply_ddp_len: (rq.ddp && rcv.flags() & XDRBUF_READ != 0 && rcv.page_len() > 0)
-                .then(|| rcv.page_len()),
-        };
-        // Segments as the registrations will cut them (a page less, for data
-        // that does not start on a page boundary), so the header's size is
-        // planned right.
-        let page = kernel::page::PAGE_SIZE as u32;
-        let seg_max = segment_room(0, fr_pages).saturating_sub(page).max(page);
-        let p = plan(neg.c2s, neg.s2c, &shape, seg_max).map_err(|_| EMSGSIZE)?;
-        let mut regs = Regs::default();
-        // What of the Call goes in the Send, as (offset, length) in it.
-        let mut inline = [(0u32, call_len), (0, 0)];
-        let mut position = 0;
-        let nomsg = match p.call {
-            CallPlan::Inline => {
-                conn.count(X::CallsInline, 1);
-                false
-            }
-            CallPlan::ReadChunk { position: at, .. } => {
-                // The data pages in place; in the Send, the head and what
-                // follows the data's XDR pad in the tail (RFC 8166 Section
-                // 3.5.4: the pad is not sent).
-                regs.call = self.wrap(&conn, rq.xid, &qp, snd, fr_pages, false)?;
-                position = at;
-                let tail = snd.tail_len();
-                let pad = if tail > 3 { tail & 3 } else { tail };
-                inline = [
-                    (0, snd.head_len()),
-                    (snd.head_len() + snd.page_len() + pad, tail - pad),
-                ];
-                conn.count(X::CallsReadChunk, 1);
-                add(&self.counts.read_chunks, 1);
-                add(&self.counts.rdma_request, u64::from(snd.page_len()));
-                false
-            }
-            CallPlan::PositionZero { len, .. } => {
-                // The whole Call, padded with zeros (chunks start zeroed).
-                regs.call = self.alloc(&conn, rq.xid, &qp, len, fr_pages, false)?;
-                let mut v = KVVec::new();
-                v.extend_with(call_len as usize, 0, GFP_KERNEL)?;
-                snd.read(0, &mut v)?;
-                let mut at = 0usize;
-                for c in regs.call.iter_mut() {
-                    let end = (at + c.len() as usize).min(v.len());
-                    c.write_at(0, &v[at.min(end)..end])?;
-                    at += c.len() as usize;
-                }
-                inline = [(0, 0), (0, 0)];
-                conn.count(X::CallsLong, 1);
-                add(&self.counts.read_chunks, 1);
-                add(&self.counts.nomsg_calls, 1);
-                add(&self.counts.rdma_request, u64::from(len));
-                true
-            }
-        };
-        match p.reply {
-            ReplyPlan::Inline => {}
-            ReplyPlan::WriteList { .. } => {
-                // READ data lands in the receive pages: no copy.
-                regs.reply = self.wrap(&conn, rq.xid, &qp, rcv, fr_pages, true)?;
-                regs.write_list = true;
-                add(&self.counts.write_chunks, 1);
-            }
-            ReplyPlan::ReplyChunk { len, .. } => {
-                regs.reply = self.alloc(&conn, rq.xid, &qp, len, fr_pages, true)?;
-                add(&self.counts.reply_chunks, 1);
-            }
-        }
-        let call_segs = segments(&regs.call)?;
-        let reply_segs = segments(&regs.reply)?;
-        let mut reads = KVec::with_capacity(call_segs.len(), GFP_KERNEL)?;
-        for seg in call_segs.iter() {
-            reads.push(
-                ReadSegment {
-                    position,
-                    segment: *seg,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        let wl: [&[Segment]; 1] = [&reply_segs];
-        let (writes, reply): (&[&[Segment]], _) = match (regs.write_list, reply_segs.is_empty()) {
-            (true, _) => (&wl, None),
-            (false, false) => (&[], Some(&reply_segs[..])),
-            (false, true) => (&[], None),
-        };
-        let spec = MsgSpec {
-            xid: rq.xid,
-            credits: SLOTS,
-            nomsg,
-            reads: &reads,
-            writes,
-            reply,
-        };
+        let src = MountCall(rq);
+        let p = requester::plan(&neg, fr_pages, &src.shape())?;
+        let (regs, wire) = requester::prepare(&conn, &qp, fr_pages, &src, &p)?;
+        self.count_plan(rq, &p, &regs);
         // Kept before the Send: its Reply may come at once.
         let old = {
             let mut g = self.inner.lock();
@@ -646,27 +436,11 @@ impl ClientXprt {
             g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
         };
         drop(old);
-        let mut sent = 0;
-        let res = qp.send(None, |buf| {
-            let limit = buf.len().min(neg.c2s as usize);
-            let buf = &mut buf[..limit];
-            let mut at = encode_msg(buf, &spec).map_err(short)?;
-            for (off, len) in inline {
-                let end = at + len as usize;
-                snd.read(off, buf.get_mut(at..end).ok_or(EMSGSIZE)?)?;
-                at = end;
-            }
-            sent = at;
-            Ok(at)
-        });
-        if let Err(e) = res {
+        if let Err(e) = requester::post(&conn, &qp, &neg, &src, SLOTS, &wire) {
             let regs = self.inner.lock().regs.remove(&rq.xid);
             drop(regs);
             return Err(e);
         }
-        conn.touch();
-        conn.count(X::CallsSent, 1);
-        conn.count(X::BytesSend, sent as u64);
         // Calls of this connection waiting for their Reply, this one included.
         let waiting = conn
             .xs
@@ -674,6 +448,29 @@ impl ClientXprt {
             .saturating_sub(conn.xs.get(X::RepliesReceived));
         conn.raise(X::CallsInFlightMax, waiting);
         Ok(())
+    }
+
+    /// Counts for mountstats what the plan `p` of `rq` registered.
+    fn count_plan(&self, rq: &RpcRqst<'_>, p: &Plan, regs: &Regs) {
+        let c = &self.counts;
+        match p.call {
+            CallPlan::Inline => {}
+            CallPlan::ReadChunk { .. } => {
+                add(&c.read_chunks, 1);
+                add(&c.rdma_request, u64::from(rq.msg.page_len()));
+            }
+            CallPlan::PositionZero { len, .. } => {
+                add(&c.read_chunks, 1);
+                add(&c.nomsg_calls, 1);
+                add(&c.rdma_request, u64::from(len));
+            }
+        }
+        match p.reply {
+            ReplyPlan::Inline => {}
+            ReplyPlan::WriteList { .. } => add(&c.write_chunks, 1),
+            ReplyPlan::ReplyChunk { .. } => add(&c.reply_chunks, 1),
+        }
+        add(&c.mrs_allocated, u64::from(regs.new_mrs()));
     }
 
     /// A Receive on `conn`, the current connection: a Reply to one of the
@@ -791,47 +588,31 @@ impl ClientXprt {
         held: &mut Held<'_>,
     ) -> Result<u32> {
         let conn = held.conn;
-        match h.body {
-            Body::Error(_) => {
-                // As xprtrdma: the call fails with EIO.
-                conn.count(X::RdmaErrorReceived, 1);
-                Err(EIO)
+        // As xprtrdma, an RDMA_ERROR or a Reply that breaks the protocol
+        // fails the call with EIO.
+        let kind = requester::reply_kind(conn, h).map_err(|_| EIO)?;
+        if let Some(regs) = &held.regs {
+            regs.check(conn, kind).map_err(|_| EIO)?;
+        } else if kind != ReplyKind::Inline {
+            conn.count(X::ChunkErrors, 1);
+            return Err(EIO);
+        }
+        let rpc = &data[h.len..];
+        let len = u32::try_from(rpc.len()).map_err(|_| EIO)?;
+        match kind {
+            ReplyKind::Inline => {
+                // All inline: head, then pages, then tail, in order.
+                held.release();
+                rq.write(0, rpc)?;
+                let layout = rq.layout();
+                let in_pages = len.saturating_sub(layout.head_len()).min(layout.page_len());
+                add(&self.counts.fixup_copy, u64::from(in_pages));
+                Ok(len)
             }
-            // RDMA_MSG carries no Reply chunk back (RFC 8166 Section 4.2.1).
-            Body::Msg(c) if c.reply_chunk().is_some_and(|r| r.total_len() > 0) => {
-                conn.count(X::ChunkErrors, 1);
-                Err(EIO)
-            }
-            Body::Msg(c) => {
-                let rpc = &data[h.len..];
-                let len = u32::try_from(rpc.len()).map_err(|_| EIO)?;
-                let written = c.write_list().map(|w| w.total_len()).sum::<u64>();
-                if written == 0 {
-                    // All inline: head, then pages, then tail, in order.
-                    held.release();
-                    rq.write(0, rpc)?;
-                    let layout = rq.layout();
-                    let in_pages = len.saturating_sub(layout.head_len()).min(layout.page_len());
-                    add(&self.counts.fixup_copy, u64::from(in_pages));
-                    conn.count(X::RepliesInline, 1);
-                    return Ok(len);
-                }
-                // The payload is in the receive pages already; only a call
-                // that offered a Write chunk, and no more than it offered,
-                // may get one (RFC 8166 Section 3.4.6).
-                let room = held
-                    .regs
-                    .as_ref()
-                    .filter(|r| r.write_list)
-                    .map(|r| r.reply_len());
-                let written = u32::try_from(written).map_err(|_| EIO)?;
-                if c.write_list().count() != 1 || room.is_none_or(|k| u64::from(written) > k) {
-                    conn.count(X::ChunkErrors, 1);
-                    return Err(EIO);
-                }
-                // What precedes the payload goes to the head, which ends
-                // there; anything after it to the tail (xprtrdma's
-                // rpcrdma_inline_fixup).
+            ReplyKind::WriteList { written } => {
+                // The payload is in the receive pages already. What precedes
+                // it goes to the head, which ends there; anything after it to
+                // the tail (xprtrdma's rpcrdma_inline_fixup).
                 let (head, pages) = {
                     let l = rq.layout();
                     (l.head_len(), l.page_len())
@@ -845,44 +626,14 @@ impl ClientXprt {
                     rq.write(0, before)?;
                     rq.write(head + pages, after)?;
                 }
-                conn.count(X::RepliesWriteList, 1);
                 add(&self.counts.rdma_reply, u64::from(written));
                 let padded = xdr_align(written as usize).ok_or(EIO)?;
                 u32::try_from(rpc.len() + padded).map_err(|_| EIO)
             }
-            Body::NoMsg(c) => {
-                // The whole Reply is in the Reply chunk: nothing was written
-                // to a Write chunk (RFC 8166 Section 4.2.2).
-                if c.write_list().any(|w| w.total_len() > 0) {
-                    conn.count(X::ChunkErrors, 1);
-                    return Err(EIO);
-                }
-                let written = c.reply_chunk().map(|s| s.total_len()).ok_or(EIO)?;
-                let regs = held
-                    .regs
-                    .as_mut()
-                    .filter(|r| !r.write_list && !r.reply.is_empty())
-                    .ok_or(EIO)?;
-                if written > regs.reply_len() {
-                    conn.count(X::ChunkErrors, 1);
-                    return Err(EIO);
-                }
-                let written = u32::try_from(written).map_err(|_| EIO)?;
-                // The segments are filled in order (RFC 8166 Section 3.4.7).
-                let mut v = KVVec::new();
-                v.extend_with(written as usize, 0, GFP_KERNEL)?;
-                let mut at = 0usize;
-                for k in regs.reply.iter_mut() {
-                    let end = (at + k.len() as usize).min(v.len());
-                    if at >= end {
-                        break;
-                    }
-                    k.read_at(0, &mut v[at..end])?;
-                    at = end;
-                }
+            ReplyKind::ReplyChunk { written } => {
+                let v = held.regs.as_mut().ok_or(EIO)?.read_reply_chunk(written)?;
                 held.release();
                 rq.write(0, &v)?;
-                conn.count(X::RepliesReplyChunk, 1);
                 add(&self.counts.rdma_reply, u64::from(written));
                 Ok(written)
             }
@@ -895,6 +646,48 @@ impl ClientXprt {
         if let Some(r) = regs {
             self.release_regs(conn, r, invalidated);
         }
+    }
+}
+
+/// A mount's Call, as the requester pipeline sends it: sunrpc's send
+/// buffer, with direct data placement as the upper layer marks it
+/// (xprtrdma's rules): WRITE's data pages may go in a Read chunk, READ's and
+/// READLINK's receive pages may take a Write chunk, both in place.
+struct MountCall<'a, 'b>(&'a RpcRqst<'b>);
+
+impl CallSource for MountCall<'_, '_> {
+    fn xid(&self) -> u32 {
+        self.0.xid
+    }
+
+    fn shape(&self) -> RpcShape {
+        let rq = self.0;
+        let (snd, rcv) = (&rq.msg, &rq.rcv);
+        RpcShape {
+            call_len: u32::try_from(snd.len()).unwrap_or(u32::MAX),
+            call_ddp: (rq.ddp && snd.flags() & XDRBUF_WRITE != 0 && snd.page_len() > 0).then(
+                || DdpItem {
+                    position: snd.head_len(),
+                    len: snd.page_len(),
+                },
+            ),
+            max_reply_len: rq.rcvsize,
+            reply_ddp_len: (rq.ddp && rcv.flags() & XDRBUF_READ != 0 && rcv.page_len() > 0)
+                .then(|| rcv.page_len()),
+        }
+    }
+
+    fn read(&self, off: u32, out: &mut [u8]) -> Result {
+        self.0.msg.read(off, out)
+    }
+
+    fn ddp_call(&self, reg: &Registrar<'_>, _item: DdpItem) -> Result<KVec<Chunk>> {
+        // The item is the send buffer's pages (see `shape`).
+        reg.wrap(&self.0.msg, false)
+    }
+
+    fn ddp_reply(&self, reg: &Registrar<'_>, _len: u32) -> Result<KVec<Chunk>> {
+        reg.wrap(&self.0.rcv, true)
     }
 }
 

@@ -3,22 +3,15 @@
 //! RPC-over-RDMA version 1 messaging on an established connection (RFC 8166),
 //! sized by what the connection negotiated (RFC 8797).
 //!
-//! - Requester (client role): [`Conn::call`] plans each RPC with the protocol
-//!   core ([`plan`]) for the negotiated client-to-server and server-to-client
-//!   thresholds: the call inline, its DDP-eligible argument in a Read chunk, or
-//!   the whole call in a Position-Zero Read chunk (RDMA_NOMSG); room for the
-//!   reply inline, a Write chunk for its DDP-eligible result, or a Reply chunk.
-//!   Chunk memory is registered with FRWR before the Send that names it. The
-//!   call waits for its reply under the server's credit grant; replies are
-//!   matched by XID. Afterwards each registration is invalidated with
-//!   LOCAL_INV, except the one the reply's Send With Invalidate already
-//!   invalidated.
+//! - Requester (client role): `requester.rs`, the steps every requester
+//!   takes (plan, register, post, check the Reply's chunks, invalidate);
+//!   `rpc_xprt.rs` (a mount) and `client.rs` (the debugfs caller, test
+//!   builds) match Replies to their calls and place them.
 //! - Responder (server role): `responder.rs` (credits, decoding, assembling
 //!   a long call, the reply inline or in chunks, RDMA_ERROR).
 //!
-//! Here: the requester's call slots, the `rpcs` log, a connection's counters,
-//! the dispatch of each Receive to its role, and the handling of failed
-//! completions.
+//! Here: a connection's counters, the dispatch of each Receive to its upper,
+//! the handling of failed completions, and the `xprt` file.
 
 use core::fmt::{self, Write};
 use kernel::prelude::*;

@@ -39,11 +39,6 @@ impl<'a> XdrMsg<'a> {
         self.buf.page_len
     }
 
-    /// Octets of its tail (what follows the pages).
-    pub(crate) fn tail_len(&self) -> u32 {
-        u32::try_from(self.buf.tail[0].iov_len).unwrap_or(u32::MAX)
-    }
-
     /// sunrpc's `XDRBUF_*` flags: what the upper layer placed in the pages.
     pub(crate) fn flags(&self) -> u32 {
         self.buf.flags

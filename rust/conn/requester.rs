@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester's pipeline, one for every requester on a connection (a
+//! mount's transport; in test builds, the debugfs caller), in the steps
+//! xprtrdma's `rpcrdma_marshal_req` and `rpcrdma_reply_handler` take:
+//!
+//! 1. [`plan`]: with the protocol core, for the negotiated thresholds and the
+//!    segments the device's registrations cover: the Call inline, its DDP
+//!    item in a Read chunk, or the whole Call in a Position-Zero Read chunk
+//!    (RDMA_NOMSG); the Reply inline, its DDP item in a Write chunk, or whole
+//!    in a Reply chunk.
+//! 2. [`prepare`]: registers the chunks the plan names (FRWR, before the Send
+//!    that names them) through the Call's [`CallSource`], which decides what
+//!    memory backs a DDP item (the RPC's own pages, or pages of ours), and
+//!    lists their segments for the header.
+//! 3. [`post`]: encodes the transport header and the inline parts of the Call
+//!    into one Send, within the negotiated client-to-server threshold.
+//! 4. [`reply_kind`] and [`Regs::check`]: where the Reply says it is (inline,
+//!    a Write chunk, a Reply chunk) and whether that is a chunk the Call
+//!    offered, no larger than offered (RFC 8166, Sections 3.4.6, 3.4.7 and
+//!    4.2); [`Regs::read_reply_chunk`] reads a Reply chunk.
+//! 5. [`Conn::release_chunks`]: LOCAL_INV for each registration, except the
+//!    one the Reply's Send With Invalidate invalidated.
+//!
+//! What differs between requesters stays with them: where a Call's bytes come
+//! from, how a Reply is matched to its Call (sunrpc's lookup, or the caller's
+//! slots) and where it is placed.
+
+use kernel::alloc::KVVec;
+use kernel::prelude::*;
+
+use super::xprt::short;
+use super::Conn;
+use crate::proto::chunk::{self, CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
+use crate::proto::header::{encode_msg, Body, Header, MsgSpec, ReadSegment, Segment};
+use crate::proto::negotiate::Negotiated;
+use crate::proto::xdr::xdr_align;
+use crate::stats::XprtCounter as X;
+use crate::sys::chunk::Chunk;
+use crate::sys::qp::Qp;
+use crate::sys::trace;
+use crate::sys::xdr_buf::XdrMsg;
+
+/// The largest segment of one chunk (one FRWR registration).
+const MAX_SEGMENT: u32 = 2 << 20;
+
+/// Octets of one segment, starting `first` octets into a page, that one
+/// registration of at most `pages` pages (and [`MAX_SEGMENT`]) covers.
+fn segment_room(first: u32, pages: u32) -> u32 {
+    let page = kernel::page::PAGE_SIZE as u32;
+    pages
+        .max(1)
+        .saturating_mul(page)
+        .saturating_sub(first % page)
+        .min(MAX_SEGMENT)
+}
+
+/// A Call to send, whoever holds its bytes.
+pub(super) trait CallSource {
+    /// Its XID.
+    fn xid(&self) -> u32;
+    /// Its length, what of it is DDP-eligible, and the largest Reply.
+    fn shape(&self) -> RpcShape;
+    /// Copies the Call's octets from `off` into `out`.
+    fn read(&self, off: u32, out: &mut [u8]) -> Result;
+    /// Registered chunk memory holding the Call's DDP item `item`, for the
+    /// peer to read (a Read chunk at the item's position).
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem) -> Result<KVec<Chunk>>;
+    /// Registered chunk memory of `len` octets for the Reply's DDP item, for
+    /// the peer to write (a Write chunk).
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32) -> Result<KVec<Chunk>>;
+}
+
+/// Registers a Call's chunks on `qp`, in segments the device's registrations
+/// cover (`fr_pages` pages each).
+pub(super) struct Registrar<'a> {
+    conn: &'a Conn,
+    qp: &'a Qp,
+    xid: u32,
+    fr_pages: u32,
+}
+
+impl Registrar<'_> {
+    /// Registers `c` for the peer to read, or write with `remote_write`; a
+    /// failure is traced (`reg_failed`).
+    fn register(&self, c: &mut Chunk, remote_write: bool) -> Result {
+        self.conn
+            .register_chunk(c, remote_write)
+            .inspect_err(|e| trace::xprt(self.conn.id, "reg_failed", self.xid, e.to_errno()))?;
+        Ok(())
+    }
+
+    /// `len` octets of chunk memory of our own, zeroed and registered.
+    pub(super) fn alloc(&self, len: u32, remote_write: bool) -> Result<KVec<Chunk>> {
+        self.alloc_with(len, remote_write, &mut |_, _| Ok(()))
+    }
+
+    /// `len` octets of chunk memory of our own for the peer to read, each
+    /// segment filled by `fill` (with its offset in the chunk) before it is
+    /// registered.
+    pub(super) fn alloc_filled(
+        &self,
+        len: u32,
+        fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
+    ) -> Result<KVec<Chunk>> {
+        self.alloc_with(len, false, fill)
+    }
+
+    fn alloc_with(
+        &self,
+        len: u32,
+        remote_write: bool,
+        fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
+    ) -> Result<KVec<Chunk>> {
+        let mut v = KVec::new();
+        let mut at = 0;
+        while at < len {
+            let k = (len - at).min(segment_room(0, self.fr_pages));
+            let mut c = Chunk::new(self.qp, k)?;
+            fill(&mut c, at)?;
+            self.register(&mut c, remote_write)?;
+            v.push(c, GFP_KERNEL)?;
+            at += k;
+        }
+        Ok(v)
+    }
+
+    /// The page part of `msg`, in place, registered.
+    pub(super) fn wrap(&self, msg: &XdrMsg<'_>, remote_write: bool) -> Result<KVec<Chunk>> {
+        let len = msg.page_len();
+        let mut v = KVec::new();
+        let mut at = 0;
+        while at < len {
+            let k = (len - at).min(segment_room(msg.page_offset() + at, self.fr_pages));
+            let mut c = msg.wrap_pages(self.qp, at, k)?;
+            self.register(&mut c, remote_write)?;
+            v.push(c, GFP_KERNEL)?;
+            at += k;
+        }
+        Ok(v)
+    }
+}
+
+/// Plans a Call of `shape` for what the connection negotiated, with
+/// segments as the registrations will cut them (a page less, for data that
+/// does not start on a page boundary), so the header's size is planned right.
+pub(super) fn plan(neg: &Negotiated, fr_pages: u32, shape: &RpcShape) -> Result<Plan> {
+    let page = kernel::page::PAGE_SIZE as u32;
+    let seg_max = segment_room(0, fr_pages).saturating_sub(page).max(page);
+    chunk::plan(neg.c2s, neg.s2c, shape, seg_max).map_err(|_| EMSGSIZE)
+}
+
+/// What a Call registered for the peer, one registration per segment: its
+/// Read chunk (a DDP item, or the whole Call) and its Write or Reply chunk.
+#[derive(Default)]
+pub(super) struct Regs {
+    pub(super) call: KVec<Chunk>,
+    pub(super) reply: KVec<Chunk>,
+    /// `reply` is a Write chunk.
+    pub(super) write_list: bool,
+}
+
+/// A Call's transport header and inline parts, ready to post.
+pub(super) struct Wire {
+    nomsg: bool,
+    reads: KVec<ReadSegment>,
+    reply: KVec<Segment>,
+    write_list: bool,
+    /// What of the Call goes in the Send, as (offset, length) in the Call.
+    inline: [(u32, u32); 2],
+}
+
+/// The segments of `chunks` (registered), as the header lists them.
+fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
+    let mut v = KVec::with_capacity(chunks.len(), GFP_KERNEL)?;
+    for c in chunks {
+        let r = c.registration().ok_or(EINVAL)?;
+        v.push(
+            Segment {
+                handle: r.rkey,
+                length: c.len(),
+                offset: r.iova,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(v)
+}
+
+/// Registers the chunks `p` names for `src` and lays out its Send. On error
+/// what was registered is released by the drop.
+pub(super) fn prepare(
+    conn: &Conn,
+    qp: &Qp,
+    fr_pages: u32,
+    src: &dyn CallSource,
+    p: &Plan,
+) -> Result<(Regs, Wire)> {
+    let reg = Registrar {
+        conn,
+        qp,
+        xid: src.xid(),
+        fr_pages,
+    };
+    let call_len = src.shape().call_len;
+    let mut regs = Regs::default();
+    let mut inline = [(0u32, call_len), (0, 0)];
+    let mut position = 0;
+    let nomsg = match p.call {
+        CallPlan::Inline => {
+            conn.count(X::CallsInline, 1);
+            false
+        }
+        CallPlan::ReadChunk {
+            position: at, len, ..
+        } => {
+            // In the Send, what precedes the item and what follows its XDR
+            // pad (RFC 8166 Section 3.5.4: the pad is not sent).
+            regs.call = src.ddp_call(&reg, DdpItem { position: at, len })?;
+            position = at;
+            let after = xdr_align(at.saturating_add(len) as usize)
+                .and_then(|a| u32::try_from(a).ok())
+                .ok_or(EMSGSIZE)?
+                .min(call_len);
+            inline = [(0, at), (after, call_len - after)];
+            conn.count(X::CallsReadChunk, 1);
+            false
+        }
+        CallPlan::PositionZero { len, .. } => {
+            // The whole Call, padded with zeros (chunks start zeroed).
+            let mut buf = KVVec::new();
+            regs.call = reg.alloc_filled(len, &mut |c, at| {
+                let n = c.len().min(call_len.saturating_sub(at)) as usize;
+                buf.clear();
+                buf.extend_with(n, 0, GFP_KERNEL)?;
+                src.read(at, &mut buf)?;
+                c.write_at(0, &buf)
+            })?;
+            inline = [(0, 0), (0, 0)];
+            conn.count(X::CallsLong, 1);
+            true
+        }
+    };
+    match p.reply {
+        ReplyPlan::Inline => {}
+        ReplyPlan::WriteList { len, .. } => {
+            regs.reply = src.ddp_reply(&reg, len)?;
+            regs.write_list = true;
+        }
+        ReplyPlan::ReplyChunk { len, .. } => regs.reply = reg.alloc(len, true)?,
+    }
+    let call_segs = segments(&regs.call)?;
+    let mut reads = KVec::with_capacity(call_segs.len(), GFP_KERNEL)?;
+    for seg in call_segs.iter() {
+        reads.push(
+            ReadSegment {
+                position,
+                segment: *seg,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    let wire = Wire {
+        nomsg,
+        reads,
+        reply: segments(&regs.reply)?,
+        write_list: regs.write_list,
+        inline,
+    };
+    Ok((regs, wire))
+}
+
+/// Sends `src` as `wire` lays it out, asking for `credits`; the octets sent.
+pub(super) fn post(
+    conn: &Conn,
+    qp: &Qp,
+    neg: &Negotiated,
+    src: &dyn CallSource,
+    credits: u32,
+    wire: &Wire,
+) -> Result<usize> {
+    let wl: [&[Segment]; 1] = [&wire.reply];
+    let (writes, reply): (&[&[Segment]], _) = match (wire.write_list, wire.reply.is_empty()) {
+        (true, _) => (&wl, None),
+        (false, false) => (&[], Some(&wire.reply[..])),
+        (false, true) => (&[], None),
+    };
+    let spec = MsgSpec {
+        xid: src.xid(),
+        credits,
+        nomsg: wire.nomsg,
+        reads: &wire.reads,
+        writes,
+        reply,
+    };
+    let mut sent = 0;
+    qp.send(None, |buf| {
+        let limit = buf.len().min(neg.c2s as usize);
+        let buf = &mut buf[..limit];
+        let mut at = encode_msg(buf, &spec).map_err(short)?;
+        for (off, len) in wire.inline {
+            let end = at + len as usize;
+            src.read(off, buf.get_mut(at..end).ok_or(EMSGSIZE)?)?;
+            at = end;
+        }
+        sent = at;
+        Ok(at)
+    })?;
+    conn.touch();
+    conn.count(X::CallsSent, 1);
+    conn.count(X::BytesSend, sent as u64);
+    Ok(sent)
+}
+
+/// Where a Reply is, as its transport header says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReplyKind {
+    /// Whole in the Send.
+    Inline,
+    /// The DDP-eligible result in the Call's Write chunk (`written` octets),
+    /// the rest in the Send.
+    WriteList { written: u32 },
+    /// RDMA_NOMSG: the whole Reply in the Call's Reply chunk (`written`
+    /// octets).
+    ReplyChunk { written: u32 },
+}
+
+impl ReplyKind {
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            ReplyKind::Inline => "inline",
+            ReplyKind::WriteList { .. } => "write_list",
+            ReplyKind::ReplyChunk { .. } => "reply_chunk",
+        }
+    }
+}
+
+/// Why a Reply cannot be used.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum BadReply {
+    /// RDMA_ERROR: the responder could not process the Call.
+    RdmaError,
+    /// A header that breaks RFC 8166 (counted `header_errors`).
+    Header,
+    /// Chunks the Call did not offer, or more than offered (counted
+    /// `chunk_errors`).
+    Chunks,
+}
+
+/// Where the Reply `h` is (RFC 8166 Section 4.2), counted by kind. What it
+/// says is checked against what the Call offered by [`Regs::check`].
+pub(super) fn reply_kind(conn: &Conn, h: &Header<'_>) -> core::result::Result<ReplyKind, BadReply> {
+    let (c, nomsg) = match h.body {
+        Body::Error(_) => {
+            conn.count(X::RdmaErrorReceived, 1);
+            return Err(BadReply::RdmaError);
+        }
+        Body::Msg(c) => (c, false),
+        Body::NoMsg(c) => (c, true),
+    };
+    let written = c.write_list().map(|w| w.total_len()).sum::<u64>();
+    let written = u32::try_from(written).unwrap_or(u32::MAX);
+    let kind = if nomsg {
+        // The whole Reply is in the Reply chunk: nothing was written to a
+        // Write chunk (Section 4.2.2).
+        let Some(total) = c.reply_chunk().map(|s| s.total_len()) else {
+            conn.count(X::HeaderErrors, 1);
+            return Err(BadReply::Header);
+        };
+        if written > 0 {
+            conn.count(X::ChunkErrors, 1);
+            return Err(BadReply::Chunks);
+        }
+        ReplyKind::ReplyChunk {
+            written: u32::try_from(total).unwrap_or(u32::MAX),
+        }
+    } else if c.reply_chunk().is_some_and(|r| r.total_len() > 0) {
+        // RDMA_MSG carries no Reply chunk back (Section 4.2.1).
+        conn.count(X::ChunkErrors, 1);
+        return Err(BadReply::Chunks);
+    } else if written == 0 {
+        ReplyKind::Inline
+    } else if c.write_list().count() != 1 {
+        // Our Calls offer one Write chunk at most.
+        conn.count(X::ChunkErrors, 1);
+        return Err(BadReply::Chunks);
+    } else {
+        ReplyKind::WriteList { written }
+    };
+    conn.count(
+        match kind {
+            ReplyKind::Inline => X::RepliesInline,
+            ReplyKind::WriteList { .. } => X::RepliesWriteList,
+            ReplyKind::ReplyChunk { .. } => X::RepliesReplyChunk,
+        },
+        1,
+    );
+    Ok(kind)
+}
+
+impl Regs {
+    /// Octets the Reply's chunk offers.
+    pub(super) fn reply_len(&self) -> u64 {
+        self.reply.iter().map(|c| u64::from(c.len())).sum()
+    }
+
+    /// Whether a Reply of `kind` used only a chunk the Call offered, and no
+    /// more of it than offered (RFC 8166, Sections 3.4.6 and 3.4.7);
+    /// counted `chunk_errors` if not.
+    pub(super) fn check(&self, conn: &Conn, kind: ReplyKind) -> core::result::Result<(), BadReply> {
+        let room = self.reply_len();
+        let ok = match kind {
+            ReplyKind::Inline => true,
+            ReplyKind::WriteList { written } => self.write_list && u64::from(written) <= room,
+            ReplyKind::ReplyChunk { written } => {
+                !self.write_list && !self.reply.is_empty() && u64::from(written) <= room
+            }
+        };
+        if !ok {
+            conn.count(X::ChunkErrors, 1);
+            return Err(BadReply::Chunks);
+        }
+        Ok(())
+    }
+
+    /// The first `written` octets of the Reply chunk (its segments are filled
+    /// in order, Section 3.4.7).
+    pub(super) fn read_reply_chunk(&mut self, written: u32) -> Result<KVVec<u8>> {
+        let mut v = KVVec::new();
+        v.extend_with(written as usize, 0, GFP_KERNEL)?;
+        let mut at = 0usize;
+        for k in self.reply.iter_mut() {
+            let end = (at + k.len() as usize).min(v.len());
+            if at >= end {
+                break;
+            }
+            k.read_at(0, &mut v[at..end])?;
+            at = end;
+        }
+        Ok(v)
+    }
+
+    /// Calls `f` with each piece of the first `len` octets of the Reply's
+    /// chunk, in order, with its offset.
+    #[cfg(CONFIG_RPCRDMA_CM_TEST)]
+    pub(super) fn scan_reply(&mut self, len: u32, f: &mut dyn FnMut(usize, &[u8])) -> Result {
+        let mut at = 0u32;
+        let mut buf = [0u8; 256];
+        for k in self.reply.iter_mut() {
+            let mut off = 0;
+            while off < k.len() && at < len {
+                let n = (k.len() - off).min(len - at).min(buf.len() as u32);
+                let b = &mut buf[..n as usize];
+                k.read_at(off, b)?;
+                f(at as usize, b);
+                off += n;
+                at += n;
+            }
+        }
+        if at < len {
+            return Err(EPROTO);
+        }
+        Ok(())
+    }
+
+    /// Every chunk, the Call's then the Reply's (to release them).
+    pub(super) fn into_chunks(self) -> impl Iterator<Item = Chunk> {
+        Iterator::chain(self.call.into_iter(), self.reply)
+    }
+
+    /// MRs the registrations had to allocate (the rest were recycled).
+    pub(super) fn new_mrs(&self) -> u32 {
+        let n = Iterator::chain(self.call.iter(), self.reply.iter()).filter(|c| c.new_mr());
+        u32::try_from(n.count()).unwrap_or(u32::MAX)
+    }
+}
+
+impl Conn {
+    /// Registers `c` for the peer to read, or write with `remote_write`
+    /// ([`Chunk::register`]), counting it and the MR it had to allocate.
+    pub(super) fn register_chunk(&self, c: &mut Chunk, remote_write: bool) -> Result<Segment> {
+        let r = c.register(remote_write)?;
+        self.count(X::Registrations, 1);
+        if c.new_mr() {
+            self.count(X::MrsAllocated, 1);
+        }
+        Ok(Segment {
+            handle: r.rkey,
+            length: c.len(),
+            offset: r.iova,
+        })
+    }
+
+    /// Releases a call's chunks; `invalidated` is the rkey the reply's Send
+    /// With Invalidate invalidated, if any. Returns the LOCAL_INVs it took.
+    pub(super) fn release_chunks(
+        &self,
+        chunks: impl IntoIterator<Item = Chunk>,
+        invalidated: Option<u32>,
+    ) -> u32 {
+        let mut matched = false;
+        let mut local = 0;
+        for mut c in chunks {
+            if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
+                c.remotely_invalidated();
+                matched = true;
+            }
+            if c.release() {
+                self.count(X::LocalInvalidations, 1);
+                local += 1;
+            }
+        }
+        match (invalidated, matched) {
+            (Some(_), true) => self.count(X::RemoteInvalidations, 1),
+            // An rkey that is not one of this call's: the peer invalidated
+            // something else.
+            (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
+            _ => {}
+        }
+        local
+    }
+}
