@@ -719,32 +719,28 @@ impl Drop for Held<'_> {
 struct ClientOps(Arc<ClientXprt>);
 
 impl XprtOps for ClientOps {
-    fn connect(&self) -> i32 {
-        match ClientXprt::connect(&self.0) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
+    fn connect(&self) -> Result {
+        ClientXprt::connect(&self.0)
     }
 
     fn close(&self) {
         self.0.close();
     }
 
-    fn send(&self, rq: &RpcRqst<'_>) -> i32 {
-        match self.0.send(rq) {
-            Ok(()) => 0,
-            Err(e) if e == ENOTCONN => e.to_errno(),
+    fn send(&self, rq: &RpcRqst<'_>) -> Result {
+        self.0.send(rq).map_err(|e| match e {
+            e if e == ENOTCONN => e,
             // No Send buffer or memory now: sunrpc tries again later.
-            Err(e) if e == EBUSY || e == ENOMEM => ENOBUFS.to_errno(),
-            Err(e) => {
+            e if e == EBUSY || e == ENOMEM => ENOBUFS,
+            e => {
                 add(&self.0.counts.failed_marshal, 1);
                 if e == EMSGSIZE {
-                    e.to_errno()
+                    e
                 } else {
-                    EIO.to_errno()
+                    EIO
                 }
             }
-        }
+        })
     }
 
     fn buf_free(&self, xid: u32) {

@@ -97,22 +97,22 @@ impl SvcCall for NfsCall {
         self.buf.as_ref().and_then(|b| b.region(self.arg_off))
     }
 
-    fn result_payload(&self, offset: u32, len: u32) -> i32 {
+    fn result_payload(&self, offset: u32, len: u32) -> Result {
         // The first result goes to the first Write chunk, if the client
         // offered one large enough; without one it stays in the reply.
         let Some(w) = self.route.wchunks.first() else {
-            return 0;
+            return Ok(());
         };
         let room: u64 = w.iter().map(|s| u64::from(s.length)).sum();
         if len == 0 || self.payload.load(Ordering::Relaxed) != 0 {
-            return 0;
+            return Ok(());
         }
         if u64::from(len) > room {
-            return E2BIG.to_errno();
+            return Err(E2BIG);
         }
         let v = ((u64::from(offset) << 32) | u64::from(len)) + 1;
         self.payload.store(v, Ordering::Relaxed);
-        0
+        Ok(())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -133,7 +133,7 @@ impl NfsCall {
 }
 
 impl SvcXprtOps for NfsdConn {
-    fn recvfrom(&self, rq: &mut SvcRqst<'_>) -> i32 {
+    fn recvfrom(&self, rq: &mut SvcRqst<'_>) -> u32 {
         let conn = &self.0;
         let Some(item) = conn.nfsd().and_then(NfsdSide::pop) else {
             return 0;
@@ -208,32 +208,21 @@ impl SvcXprtOps for NfsdConn {
         }
     }
 
-    fn sendto(&self, rq: &SvcRqst<'_>, call: Option<&dyn SvcCall>) -> i32 {
+    fn sendto(&self, rq: &SvcRqst<'_>, call: Option<&dyn SvcCall>) -> Result {
         let conn = &self.0;
-        let Some(c) = call.and_then(|c| c.as_any().downcast_ref::<NfsCall>()) else {
-            return EINVAL.to_errno();
-        };
-        let Some(qp) = conn.qp_handle() else {
-            return ENOTCONN.to_errno();
-        };
-        match conn.svc_reply(&qp, rq, c) {
-            Ok(()) => 0,
-            Err(e) => {
-                conn.call_failed(&qp, c.route.xid, c.route.credits, e);
-                e.to_errno()
-            }
-        }
+        let c = call
+            .and_then(|c| c.as_any().downcast_ref::<NfsCall>())
+            .ok_or(EINVAL)?;
+        let qp = conn.qp_handle().ok_or(ENOTCONN)?;
+        conn.svc_reply(&qp, rq, c)
+            .inspect_err(|&e| conn.call_failed(&qp, c.route.xid, c.route.credits, e))
     }
 
-    fn bc_send(&self, msg: &XdrMsg<'_>) -> i32 {
+    fn bc_send(&self, msg: &XdrMsg<'_>) -> Result {
         let conn = &self.0;
-        let Some(qp) = conn.qp_handle() else {
-            return ENOTCONN.to_errno();
-        };
+        let qp = conn.qp_handle().ok_or(ENOTCONN)?;
         let mut xid = [0u8; 4];
-        if msg.read(0, &mut xid).is_err() {
-            return EINVAL.to_errno();
-        }
+        msg.read(0, &mut xid).map_err(|_| EINVAL)?;
         let spec = MsgSpec {
             xid: u32::from_be_bytes(xid),
             credits: BC_CREDITS,
@@ -253,10 +242,10 @@ impl SvcXprtOps for NfsdConn {
         match res {
             Ok(()) => {
                 conn.count(X::BcCalls, 1);
-                0
+                Ok(())
             }
-            Err(e) if e == EBUSY => EAGAIN.to_errno(),
-            Err(_) => ENOTCONN.to_errno(),
+            Err(e) if e == EBUSY => Err(EAGAIN),
+            Err(_) => Err(ENOTCONN),
         }
     }
 
@@ -723,7 +712,7 @@ impl Conn {
     }
 
     /// A pulled call reaches nfsd: its pages become the request's.
-    fn svc_hand_pulled(&self, qp: &Qp, rq: &mut SvcRqst<'_>, p: Pulled) -> i32 {
+    fn svc_hand_pulled(&self, qp: &Qp, rq: &mut SvcRqst<'_>, p: Pulled) -> u32 {
         let Pulled {
             call,
             xid,
@@ -748,23 +737,26 @@ impl Conn {
         credits: u32,
         mut call: NfsCall,
         arg: Arg,
-    ) -> i32 {
+    ) -> u32 {
         // The argument's head and tail stay in the receive buffer until nfsd
         // releases the request; a call in the pages gives it back now.
         if !matches!(arg, Arg::InPlace { .. }) {
             call.buf = None;
         }
-        let ret = match Arc::new(call, GFP_KERNEL) {
-            Ok(c) => rq.accept_call(c, arg),
-            Err(_) => ENOMEM.to_errno(),
-        };
-        if ret < 0 {
-            self.count(X::SvcCallsDropped, 1);
-            self.call_failed(qp, xid, credits, Error::from_errno(ret));
-            return 0;
+        let accepted = Arc::new(call, GFP_KERNEL)
+            .map_err(Error::from)
+            .and_then(|c| rq.accept_call(c, arg));
+        match accepted {
+            Ok(len) => {
+                self.count(X::SvcCalls, 1);
+                len
+            }
+            Err(e) => {
+                self.count(X::SvcCallsDropped, 1);
+                self.call_failed(qp, xid, credits, e);
+                0
+            }
         }
-        self.count(X::SvcCalls, 1);
-        ret
     }
 
     /// Sends nfsd's reply. A DDP-eligible result in the reply's page list

@@ -25,3 +25,15 @@ pub(crate) mod wait;
 pub(crate) mod workqueue;
 pub(crate) mod xdr_buf;
 pub(crate) mod xprt;
+
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+/// What a callback returns to C: `Ok(n)` as `n` (at most `c_int::MAX`), an
+/// error as its negative errno.
+pub(crate) fn to_c_int(r: Result<u32>) -> c_int {
+    match r {
+        Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        Err(e) => e.to_errno(),
+    }
+}

@@ -41,6 +41,7 @@ use super::bindings::{
 use super::class_slot::FactorySlot;
 use super::qp::{MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
+use super::to_c_int;
 use super::xdr_buf::XdrMsg;
 use super::xprt::RpcXprt;
 use core::ptr;
@@ -66,16 +67,16 @@ pub(crate) trait SvcXprtOps: Send + Sync {
     }
 
     /// xpo_recvfrom: must call [`SvcRqst::received`] exactly once; returns
-    /// what [`SvcRqst::accept_call`] returned, or 0 when there is nothing
-    /// to process.
-    fn recvfrom(&self, _rq: &mut SvcRqst<'_>) -> i32 {
+    /// the length [`SvcRqst::accept_call`] returned, or 0 when there is
+    /// nothing for nfsd to process.
+    fn recvfrom(&self, _rq: &mut SvcRqst<'_>) -> u32 {
         0
     }
 
     /// xpo_sendto: sends the reply nfsd encoded; `call` is what recvfrom
     /// gave the request.
-    fn sendto(&self, _rq: &SvcRqst<'_>, _call: Option<&dyn SvcCall>) -> i32 {
-        ENOTCONN.to_errno()
+    fn sendto(&self, _rq: &SvcRqst<'_>, _call: Option<&dyn SvcCall>) -> Result {
+        Err(ENOTCONN)
     }
 
     /// xpo_detach: nfsd closes the transport (another thread may still be in
@@ -83,9 +84,9 @@ pub(crate) trait SvcXprtOps: Send + Sync {
     fn detach(&self) {}
 
     /// The backchannel sends a reverse-direction Call (`msg`, a whole RPC
-    /// message): 0 or a negative errno (`-ENOTCONN` closes the transport).
-    fn bc_send(&self, _msg: &XdrMsg<'_>) -> i32 {
-        ENOTCONN.to_errno()
+    /// message); `ENOTCONN` closes the transport, `EAGAIN` retries.
+    fn bc_send(&self, _msg: &XdrMsg<'_>) -> Result {
+        Err(ENOTCONN)
     }
 }
 
@@ -99,8 +100,8 @@ pub(crate) trait SvcCall: Send + Sync + Any {
 
     /// xpo_result_payload: nfsd's DDP-eligible result is `len` octets at
     /// `offset` of the reply.
-    fn result_payload(&self, _offset: u32, _len: u32) -> i32 {
-        0
+    fn result_payload(&self, _offset: u32, _len: u32) -> Result {
+        Ok(())
     }
 
     /// For the transport's sendto to find its own type.
@@ -329,11 +330,8 @@ impl SvcRqst<'_> {
     /// the pages, the rest as tail; or a whole Call in the pages (the first one
     /// its head), as a stream transport lays out a record. Nothing is copied.
     /// Returns the length recvfrom returns.
-    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, arg: Arg) -> i32 {
-        let ctxt = match KBox::new(call, GFP_KERNEL) {
-            Ok(b) => KBox::into_raw(b),
-            Err(_) => return ENOMEM.to_errno(),
-        };
+    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, arg: Arg) -> Result<u32> {
+        let ctxt = KBox::into_raw(KBox::new(call, GFP_KERNEL)?);
         let p = self.parts();
         let room = Self::arg_room_of(&p);
         let empty = kvec {
@@ -384,7 +382,7 @@ impl SvcRqst<'_> {
         let Some((head, pages, page_len, tail)) = layout else {
             // SAFETY: nothing kept `ctxt`: it came from KBox::into_raw above.
             drop(unsafe { KBox::from_raw(ctxt) });
-            return EMSGSIZE.to_errno();
+            return Err(EMSGSIZE);
         };
         let len = head.iov_len + page_len as usize + tail.iov_len;
         // SAFETY: rq_arg is this request's, laid out by its transport during
@@ -400,7 +398,7 @@ impl SvcRqst<'_> {
         // SAFETY: the request is live; `ctxt` now belongs to sunrpc, which
         // hands it to xpo_release_ctxt.
         unsafe { rpcrdma_cm_svc_arg_done(self.raw, ctxt.cast()) };
-        i32::try_from(len).unwrap_or(i32::MAX)
+        Ok(x.len)
     }
 
     /// Makes `pages` the request's first argument pages (replacing its own),
@@ -708,10 +706,10 @@ unsafe extern "C" fn rpcrdma_cm_svc_recvfrom_rs(rs: *mut c_void, rqstp: *mut svc
         _p: PhantomData,
     };
     // SAFETY: a live transport's context (svc.c passes its own).
-    let ret = unsafe { ops(rs) }.recvfrom(&mut rq);
+    let len = unsafe { ops(rs) }.recvfrom(&mut rq);
     // Once on every path.
     rq.received();
-    ret
+    to_c_int(Ok(len))
 }
 c_fn!(rpcrdma_cm_svc_recvfrom_rs);
 
@@ -743,7 +741,7 @@ unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
         Some(&**unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() })
     };
     // SAFETY: a live transport's context.
-    unsafe { ops(rs) }.sendto(&rq, call)
+    to_c_int(unsafe { ops(rs) }.sendto(&rq, call).map(|()| 0))
 }
 c_fn!(rpcrdma_cm_svc_sendto_rs);
 
@@ -762,7 +760,7 @@ unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
 ) -> c_int {
     // SAFETY: as in rpcrdma_cm_svc_sendto_rs (C checks it is not null).
     let call = unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() };
-    call.result_payload(offset, len)
+    to_c_int(call.result_payload(offset, len).map(|()| 0))
 }
 c_fn!(rpcrdma_cm_svc_result_payload_rs);
 
@@ -815,7 +813,7 @@ unsafe extern "C" fn rpcrdma_cm_svc_bc_send_rs(rs: *mut c_void, msg: *const xdr_
     let msg = XdrMsg::new(buf);
     // SAFETY: a live transport's context: nfsd's callback client holds a
     // reference on the server transport (cb_xprt) while it sends.
-    unsafe { ops(rs) }.bc_send(&msg)
+    to_c_int(unsafe { ops(rs) }.bc_send(&msg).map(|()| 0))
 }
 c_fn!(rpcrdma_cm_svc_bc_send_rs);
 

@@ -38,6 +38,7 @@ use super::bindings::{
 use super::class_slot::FactorySlot;
 use super::debugfs::SeqFile;
 use super::rdma_cm::{sockaddr_from_c, Net};
+use super::to_c_int;
 use super::xdr_buf::XdrMsg;
 
 pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
@@ -81,17 +82,17 @@ pub(crate) trait XprtFactory: Send + Sync {
 
 /// What sunrpc asks of a mount's transport (process context, may sleep).
 pub(crate) trait XprtOps: Send + Sync {
-    /// The connect worker: connects and returns 0 once established, else a
-    /// negative errno sunrpc understands (it retries after a delay).
-    fn connect(&self) -> i32;
+    /// The connect worker: connects and returns once established, else an
+    /// error sunrpc understands (it retries after a delay).
+    fn connect(&self) -> Result;
 
     /// close: the connection goes (called with the transport locked).
     fn close(&self);
 
-    /// send_request: sends the call `rq` (transport locked, credit taken):
-    /// 0, or `-ENOTCONN` (sunrpc reconnects), `-ENOBUFS` (retried after a
-    /// delay), or another negative errno that fails the call.
-    fn send(&self, rq: &RpcRqst<'_>) -> i32;
+    /// send_request: sends the call `rq` (transport locked, credit taken);
+    /// `ENOTCONN` (sunrpc reconnects), `ENOBUFS` (retried after a delay), or
+    /// another error that fails the call.
+    fn send(&self, rq: &RpcRqst<'_>) -> Result;
 
     /// buf_free: the call `xid` is done with; its chunks, if still held, go.
     fn buf_free(&self, xid: u32);
@@ -410,7 +411,7 @@ c_fn!(rpcrdma_cm_xprt_create_rs);
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_xprt_connect_rs(rs: *mut c_void) -> c_int {
     // SAFETY: a live transport's context (C calls between setup and destroy).
-    unsafe { ops(rs) }.connect()
+    to_c_int(unsafe { ops(rs) }.connect().map(|()| 0))
 }
 c_fn!(rpcrdma_cm_xprt_connect_rs);
 
@@ -470,7 +471,7 @@ unsafe extern "C" fn rpcrdma_cm_xprt_send_rs(
         }
     };
     // SAFETY: as in rpcrdma_cm_xprt_connect_rs.
-    unsafe { ops(rs) }.send(&call)
+    to_c_int(unsafe { ops(rs) }.send(&call).map(|()| 0))
 }
 c_fn!(rpcrdma_cm_xprt_send_rs);
 
