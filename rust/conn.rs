@@ -185,6 +185,14 @@ impl Upper {
         }
     }
 
+    /// Whether the upper takes its Receives in the CQ's context: nfsd's
+    /// connections only queue each call for an nfsd thread, and never wait
+    /// for a completion; the others may (a mount's LOCAL_INV, the echo
+    /// service's RDMA Read), so theirs come from the Receive work.
+    fn recv_direct(&self) -> bool {
+        matches!(self, Upper::Nfsd(_))
+    }
+
     /// Credits a server connection keeps back from its grant's count of free
     /// Receives: nfsd's keep room for the Replies to its backchannel Calls.
     fn credit_reserve(&self) -> u32 {
@@ -438,6 +446,7 @@ impl Conn {
             recv_initial: initial,
             send_size: send,
             recv_size: recv,
+            recv_direct: self.upper.recv_direct(),
         })
         .inspect_err(|_| self.stats().inc(Counter::ErrQpCreate))?;
         let pdata = {

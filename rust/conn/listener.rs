@@ -240,6 +240,7 @@ impl Listener {
             recv_initial: initial_receives(recv, RECV_BUDGET, RECV_DEPTH),
             send_size: send,
             recv_size: recv,
+            recv_direct: conn.upper.recv_direct(),
         };
         // nfsd's connection: its transport exists before the first call can
         // arrive, and nfsd learns of it once the connection is accepted.

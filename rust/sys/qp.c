@@ -29,7 +29,11 @@
  * Receive completions are handed to Rust from a work item on the module's
  * Receive workqueue, @recv_wq (process context, one message at a time, in
  * order), so the handler may sleep, for instance while it assembles a call's
- * Read chunks with RDMA Read.
+ * Read chunks with RDMA Read or waits for a LOCAL_INV. An owner whose handler
+ * never waits for a completion of this QP (nfsd's connections: they queue
+ * the call for an nfsd thread) sets @recv_direct: its completions are handed
+ * over in the CQ's own work (IB_POLL_WORKQUEUE, process context), in order,
+ * as svcrdma's are, without a second work item per message.
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
  * new is posted; drains the QP (every posted WR completes, flushed if need
@@ -215,7 +219,9 @@ static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
 	return ret;
 }
 
-/* CQ context: queue the message for the work item. */
+static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b);
+
+/* CQ context: hand the message over, or queue it for the work item. */
 static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rpcrdma_cm_buf *b = container_of(wc->wr_cqe, struct rpcrdma_cm_buf, cqe);
@@ -227,6 +233,10 @@ static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	b->byte_len = wc->status == IB_WC_SUCCESS ? min(wc->byte_len, b->size) : 0;
 	b->with_inv = wc->status == IB_WC_SUCCESS && (wc->wc_flags & IB_WC_WITH_INVALIDATE);
 	b->inv_rkey = b->with_inv ? wc->ex.invalidate_rkey : 0;
+	if (qp->recv_direct) {
+		rpcrdma_cm_recv_handle(qp, b);
+		return;
+	}
 	spin_lock_irqsave(&qp->lock, flags);
 	list_add_tail(&b->list, &qp->recv_ready);
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -311,15 +321,49 @@ static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp)
 	memalloc_nofs_restore(nofs);
 }
 
-/* Process context: hand each queued message to Rust, then repost its buffer. */
-static void rpcrdma_cm_recv_work(struct work_struct *work)
+/*
+ * Process context (the Receive work, or the CQ's for @recv_direct): hands one
+ * message to Rust, then reposts its buffer, or replaces it if Rust kept it.
+ */
+static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b)
 {
-	struct rpcrdma_cm_qp *qp = container_of(work, struct rpcrdma_cm_qp, recv_work);
-	struct rpcrdma_cm_wc_info info;
-	struct rpcrdma_cm_buf *b;
+	struct rpcrdma_cm_wc_info info = {
+		.status = b->status,
+		.data = b->status == IB_WC_SUCCESS ? b->addr : NULL,
+		.len = b->byte_len,
+		.invalidate_rkey = b->inv_rkey,
+		.with_invalidate = b->with_inv,
+	};
 	unsigned long flags;
 	unsigned int nofs;
 	bool kept;
+
+	if (b->status == IB_WC_SUCCESS)
+		ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size, DMA_FROM_DEVICE);
+	/*
+	 * No fs reclaim from here: it may wait for an NFS Reply that only this
+	 * context can deliver (as rpciod, under NOFS).
+	 */
+	nofs = memalloc_nofs_save();
+	kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
+	if (kept) {
+		/* Released later (rpcrdma_cm_recv_release()): replaced now. */
+		rpcrdma_cm_recv_refill(qp);
+	}
+	memalloc_nofs_restore(nofs);
+	if (kept || b->status != IB_WC_SUCCESS)
+		return;
+	spin_lock_irqsave(&qp->lock, flags);
+	rpcrdma_cm_recv_return_locked(b);
+	spin_unlock_irqrestore(&qp->lock, flags);
+}
+
+/* The Receive work: each queued message, in order. */
+static void rpcrdma_cm_recv_work(struct work_struct *work)
+{
+	struct rpcrdma_cm_qp *qp = container_of(work, struct rpcrdma_cm_qp, recv_work);
+	struct rpcrdma_cm_buf *b;
+	unsigned long flags;
 
 	for (;;) {
 		spin_lock_irqsave(&qp->lock, flags);
@@ -329,33 +373,7 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
 		spin_unlock_irqrestore(&qp->lock, flags);
 		if (!b)
 			return;
-		info = (struct rpcrdma_cm_wc_info){
-			.status = b->status,
-			.data = b->status == IB_WC_SUCCESS ? b->addr : NULL,
-			.len = b->byte_len,
-			.invalidate_rkey = b->inv_rkey,
-			.with_invalidate = b->with_inv,
-		};
-		if (b->status == IB_WC_SUCCESS)
-			ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size,
-						   DMA_FROM_DEVICE);
-		/*
-		 * No fs reclaim from here: it may wait for an NFS Reply that
-		 * only this work can deliver (as rpciod, under NOFS).
-		 */
-		nofs = memalloc_nofs_save();
-		kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
-		memalloc_nofs_restore(nofs);
-		if (kept) {
-			/* Released later (rpcrdma_cm_recv_release()): replaced now. */
-			rpcrdma_cm_recv_refill(qp);
-			continue;
-		}
-		if (b->status != IB_WC_SUCCESS)
-			continue;
-		spin_lock_irqsave(&qp->lock, flags);
-		rpcrdma_cm_recv_return_locked(b);
-		spin_unlock_irqrestore(&qp->lock, flags);
+		rpcrdma_cm_recv_handle(qp, b);
 	}
 }
 
@@ -532,6 +550,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	qp->recv_depth = a->recv_depth;
 	qp->recv_max = 4 * a->recv_depth;
 	qp->recv_wq = a->recv_wq;
+	qp->recv_direct = a->recv_direct;
 	qp->pd = ib_alloc_pd(id->device, 0);
 	if (IS_ERR(qp->pd)) {
 		ret = PTR_ERR(qp->pd);

@@ -76,6 +76,7 @@ struct rpcrdma_cm_qp {
 	u32 mr_pages;
 	struct work_struct recv_work;
 	struct workqueue_struct *recv_wq;
+	bool recv_direct;	/* Receives handled in CQ context */
 	/*
 	 * Send Queue entries kept for RDMA Read/Write chains (@rw_wrs), and of
 	 * those the ones no chain has reserved (@rw_avail).

@@ -43,6 +43,12 @@ pub(crate) struct QpAttr {
     pub(crate) send_size: u32,
     /// Octets per Receive buffer: what we advertised as our receive size.
     pub(crate) recv_size: u32,
+    /// Receive completions are handed to the owner in the CQ's own context
+    /// (process context, in order) rather than from the module's Receive
+    /// work: only for an owner whose handler never waits for a completion
+    /// of this QP (an RDMA Read it posted, a LOCAL_INV), which would wait
+    /// for itself.
+    pub(crate) recv_direct: bool,
 }
 
 impl QpAttr {
@@ -55,6 +61,7 @@ impl QpAttr {
             send_size: self.send_size,
             recv_size: self.recv_size,
             recv_wq: super::workqueue::recv_queue()?,
+            recv_direct: self.recv_direct,
         })
     }
 }

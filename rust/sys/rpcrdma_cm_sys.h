@@ -190,6 +190,11 @@ struct rpcrdma_cm_qp_attr {
 	u32 recv_size;
 	/* Where Receive completions are handled, one at a time per QP. */
 	struct workqueue_struct *recv_wq;
+	/*
+	 * Receive completions handled in the CQ's own context instead, for an
+	 * owner whose handler never waits for a completion of this QP.
+	 */
+	bool recv_direct;
 };
 
 int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
