@@ -22,7 +22,7 @@
 
 use core::any::Any;
 use core::net::{IpAddr, SocketAddr};
-use core::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
@@ -217,7 +217,7 @@ impl Upper {
 /// One connection, either role.
 ///
 /// Fields are immutable (`id`, `upper`, `peer_ip`, `state`), atomic (`xs`,
-/// `retired`, `last_active`), or under `inner`'s mutex (everything in
+/// `retired`, `last_active`, `credits`), or under `inner`'s mutex (everything in
 /// [`ConnInner`]); `cv` is waited on with `inner`'s guard. What the upper
 /// keeps is under its own lock, never taken with `inner` held.
 ///
@@ -245,6 +245,9 @@ pub(crate) struct Conn {
     retired: AtomicBool,
     /// When it last received or sent a message (monotonic ns).
     last_active: AtomicI64,
+    /// Client: the credits the server granted (RFC 8166 Section 3.3.1), 1
+    /// until the first Reply. Server: the last grant we sent.
+    credits: AtomicU32,
     #[pin]
     inner: Mutex<ConnInner>,
     /// Signalled when a reply arrives, a credit frees up or the connection ends.
@@ -269,9 +272,6 @@ struct ConnInner {
     negotiated: Option<Negotiated>,
     ord: u8,
     cm: IdSlot,
-    /// Client: the credits the server granted (RFC 8166 Section 3.3.1), 1
-    /// until the first Reply. Server: the last grant we sent.
-    credits: u32,
     /// The debugfs caller's calls in flight (test builds).
     #[cfg(CONFIG_RPCRDMA_CM_TEST)]
     x: client::CallerSlots,
@@ -292,7 +292,6 @@ impl ConnInner {
             negotiated: None,
             ord: 0,
             cm: IdSlot::new(),
-            credits: 1,
             #[cfg(CONFIG_RPCRDMA_CM_TEST)]
             x: client::CallerSlots::new(param::random_u32()),
         }
@@ -401,6 +400,15 @@ impl Conn {
         if let Closing::Now(Some(cm)) = self.close_keep_id(why, 0) {
             cm.drop_deferred();
         }
+    }
+
+    /// The connection's credits (see the field).
+    fn credits(&self) -> u32 {
+        self.credits.load(Ordering::Relaxed)
+    }
+
+    fn set_credits(&self, n: u32) {
+        self.credits.store(n, Ordering::Relaxed);
     }
 
     fn stats(&self) -> &Stats {

@@ -438,7 +438,7 @@ impl Conn {
                     _ => return Err(ENOTCONN),
                 };
                 let receives = qp.recv_buffers().posting;
-                if g.x.outstanding < client_window(g.credits, receives, QP_DEPTH) {
+                if g.x.outstanding < client_window(self.credits(), receives, QP_DEPTH) {
                     break (qp, self.reserve(&mut g)?);
                 }
                 // The handle is dropped before waiting: teardown waits for it.
@@ -702,7 +702,7 @@ impl Conn {
         // As xprtrdma: only a reply to a call of ours updates the grant; 0
         // means 1.
         if let Some(c) = credits {
-            g.credits = c.clamp(1, QP_DEPTH);
+            self.set_credits(c.clamp(1, QP_DEPTH));
         }
         drop(g);
         self.cv.notify_all();

@@ -153,6 +153,7 @@ impl State {
                 xs: XprtStats::default(),
                 retired: AtomicBool::new(false),
                 last_active: AtomicI64::new(now_ns()),
+                credits: AtomicU32::new(1),
                 inner <- new_mutex!(ConnInner::new(ours)),
                 cv <- KillableCondVar::new(),
             }),

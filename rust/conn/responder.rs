@@ -58,7 +58,7 @@ impl Conn {
         let grant = server_grant(qp.recv_buffers().posting)
             .saturating_sub(reserve)
             .max(1);
-        self.inner.lock().credits = grant;
+        self.set_credits(grant);
         grant
     }
 

@@ -427,18 +427,24 @@ impl ClientXprt {
         let p = requester::plan(&neg, fr_pages, &src.shape())?;
         let (regs, wire) = requester::prepare(&conn, &qp, fr_pages, &src, &p)?;
         self.count_plan(rq, &p, &regs);
-        // Kept before the Send: its Reply may come at once.
-        let old = {
-            let mut g = self.inner.lock();
-            if !g.is_current(&conn) {
-                return Err(ENOTCONN);
-            }
-            g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
-        };
-        drop(old);
+        // Chunks are kept by XID before the Send: its Reply may come at
+        // once. A call without chunks keeps nothing.
+        let kept = !regs.call.is_empty() || !regs.reply.is_empty();
+        if kept {
+            let old = {
+                let mut g = self.inner.lock();
+                if !g.is_current(&conn) {
+                    return Err(ENOTCONN);
+                }
+                g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
+            };
+            drop(old);
+        }
         if let Err(e) = requester::post(&conn, &qp, &neg, &src, SLOTS, &wire) {
-            let regs = self.inner.lock().regs.remove(&rq.xid);
-            drop(regs);
+            if kept {
+                let regs = self.inner.lock().regs.remove(&rq.xid);
+                drop(regs);
+            }
             return Err(e);
         }
         // Calls of this connection waiting for their Reply, this one included.
@@ -523,17 +529,6 @@ impl ClientXprt {
             conn.count(X::RepliesUnmatched, 1);
             return;
         };
-        // A Reply on a connection sunrpc is closing (its chunks are gone or
-        // going): the call is left to be sent again on the next one, whose
-        // grant starts afresh (dropping `rq` unpins it, nothing more).
-        let regs = {
-            let mut g = self.inner.lock();
-            if !g.is_current(conn) {
-                conn.count(X::RepliesUnmatched, 1);
-                return;
-            }
-            g.regs.remove(&h.xid)
-        };
         // As xprtrdma: 0 means 1, and never more than we asked for. A Receive
         // for each call the grant lets in flight is posted before the window
         // opens.
@@ -548,16 +543,22 @@ impl ClientXprt {
         }
         let receives = qp.recv_buffers().posting;
         let window = credits.min(receives.saturating_sub(BC_SLOTS + 1)).max(1);
-        {
-            // Under the lock sunrpc's close takes first: once the connection
-            // is no longer current its credits are gone (reset_cong).
-            let g = self.inner.lock();
-            if g.is_current(conn) {
-                self.x.set_credits(window);
+        // A Reply on a connection sunrpc is closing (its chunks are gone or
+        // going): the call is left to be sent again on the next one, whose
+        // grant starts afresh (dropping `rq` unpins it, nothing more). Under
+        // the lock sunrpc's close takes first: once the connection is no
+        // longer current its credits are gone (reset_cong).
+        let regs = {
+            let mut g = self.inner.lock();
+            if !g.is_current(conn) {
+                conn.count(X::RepliesUnmatched, 1);
+                return;
             }
-        }
+            self.x.set_credits(window);
+            g.regs.remove(&h.xid)
+        };
         // The grant, as `xprt` shows the connection's credits.
-        conn.inner.lock().credits = credits;
+        conn.set_credits(credits);
         conn.count(X::RepliesReceived, 1);
         let mut held = Held {
             x: self,

@@ -121,10 +121,8 @@ impl crate::sys::debugfs::Show for XprtFile {
     fn show(&self, m: &mut crate::sys::debugfs::SeqFile<'_>) -> fmt::Result {
         let snapshot = self.0.snapshot().map_err(|_| fmt::Error)?;
         for c in snapshot.iter() {
-            let (credits, qp) = {
-                let g = c.inner.lock();
-                (g.credits, g.cm.get().and_then(|cm| cm.qp()))
-            };
+            let credits = c.credits();
+            let qp = c.inner.lock().cm.get().and_then(|cm| cm.qp());
             write!(
                 m,
                 "id={} role={} credits={}",
