@@ -331,13 +331,13 @@ impl CallSource for CallerCall<'_> {
         Ok(())
     }
 
-    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem) -> Result<KVec<Chunk>> {
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut KVec<Chunk>) -> Result {
         let seed = self.req.seed(self.xid);
-        reg.alloc_filled(item.len, &mut |c, at| fill_pattern(c, seed, at))
+        reg.alloc_filled(out, item.len, &mut |c, at| fill_pattern(c, seed, at))
     }
 
-    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32) -> Result<KVec<Chunk>> {
-        reg.alloc(len, true)
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut KVec<Chunk>) -> Result {
+        reg.alloc(out, len, true)
     }
 }
 
@@ -527,8 +527,7 @@ impl Conn {
         regs: &mut Regs,
     ) -> Result {
         let src = CallerCall::new(req, xid)?;
-        let (r, wire) = requester::prepare(self, qp, fr_pages, &src, p)?;
-        *regs = r;
+        let wire = requester::prepare(self, qp, fr_pages, &src, p, regs)?;
         requester::post(self, qp, neg, &src, QP_DEPTH, &wire)?;
         Ok(())
     }
@@ -714,6 +713,7 @@ impl Conn {
             BadReply::RdmaError => EREMOTEIO.to_errno(),
             BadReply::Header | BadReply::Chunks => EPROTO.to_errno(),
         })?;
+        requester::count_kind(self, kind);
         let mut done = Done {
             rpc: KVec::new(),
             reply_len: 0,

@@ -63,16 +63,18 @@ pub(super) trait CallSource {
     fn shape(&self) -> RpcShape;
     /// Copies the Call's octets from `off` into `out`.
     fn read(&self, off: u32, out: &mut [u8]) -> Result;
-    /// Registered chunk memory holding the Call's DDP item `item`, for the
-    /// peer to read (a Read chunk at the item's position).
-    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem) -> Result<KVec<Chunk>>;
-    /// Registered chunk memory of `len` octets for the Reply's DDP item, for
-    /// the peer to write (a Write chunk).
-    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32) -> Result<KVec<Chunk>>;
+    /// Registers chunk memory holding the Call's DDP item `item` into `out`,
+    /// for the peer to read (a Read chunk at the item's position).
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut KVec<Chunk>) -> Result;
+    /// Registers chunk memory of `len` octets for the Reply's DDP item into
+    /// `out`, for the peer to write (a Write chunk).
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut KVec<Chunk>) -> Result;
 }
 
 /// Registers a Call's chunks on `qp`, in segments the device's registrations
-/// cover (`fr_pages` pages each).
+/// cover (`fr_pages` pages each). Each registered segment goes into the
+/// caller's list at once, so that one registered before a failure is
+/// released (and its LOCAL_INV counted) with the rest.
 pub(super) struct Registrar<'a> {
     conn: &'a Conn,
     qp: &'a Qp,
@@ -90,9 +92,19 @@ impl Registrar<'_> {
         Ok(())
     }
 
+    /// Registers `c` and puts it into `out`: registered first, then kept
+    /// (room for it made before), so no registered segment is dropped
+    /// unlisted.
+    fn push(&self, out: &mut KVec<Chunk>, mut c: Chunk, remote_write: bool) -> Result {
+        out.reserve(1, GFP_KERNEL)?;
+        self.register(&mut c, remote_write)?;
+        out.push(c, GFP_KERNEL)?;
+        Ok(())
+    }
+
     /// `len` octets of chunk memory of our own, zeroed and registered.
-    pub(super) fn alloc(&self, len: u32, remote_write: bool) -> Result<KVec<Chunk>> {
-        self.alloc_with(len, remote_write, &mut |_, _| Ok(()))
+    pub(super) fn alloc(&self, out: &mut KVec<Chunk>, len: u32, remote_write: bool) -> Result {
+        self.alloc_with(out, len, remote_write, &mut |_, _| Ok(()))
     }
 
     /// `len` octets of chunk memory of our own for the peer to read, each
@@ -100,44 +112,47 @@ impl Registrar<'_> {
     /// registered.
     pub(super) fn alloc_filled(
         &self,
+        out: &mut KVec<Chunk>,
         len: u32,
         fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
-    ) -> Result<KVec<Chunk>> {
-        self.alloc_with(len, false, fill)
+    ) -> Result {
+        self.alloc_with(out, len, false, fill)
     }
 
     fn alloc_with(
         &self,
+        out: &mut KVec<Chunk>,
         len: u32,
         remote_write: bool,
         fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
-    ) -> Result<KVec<Chunk>> {
-        let mut v = KVec::new();
+    ) -> Result {
         let mut at = 0;
         while at < len {
             let k = (len - at).min(segment_room(0, self.fr_pages));
             let mut c = Chunk::new(self.qp, k)?;
             fill(&mut c, at)?;
-            self.register(&mut c, remote_write)?;
-            v.push(c, GFP_KERNEL)?;
+            self.push(out, c, remote_write)?;
             at += k;
         }
-        Ok(v)
+        Ok(())
     }
 
     /// The page part of `msg`, in place, registered.
-    pub(super) fn wrap(&self, msg: &XdrMsg<'_>, remote_write: bool) -> Result<KVec<Chunk>> {
+    pub(super) fn wrap(
+        &self,
+        out: &mut KVec<Chunk>,
+        msg: &XdrMsg<'_>,
+        remote_write: bool,
+    ) -> Result {
         let len = msg.page_len();
-        let mut v = KVec::new();
         let mut at = 0;
         while at < len {
             let k = (len - at).min(segment_room(msg.page_offset() + at, self.fr_pages));
-            let mut c = msg.wrap_pages(self.qp, at, k)?;
-            self.register(&mut c, remote_write)?;
-            v.push(c, GFP_KERNEL)?;
+            let c = msg.wrap_pages(self.qp, at, k)?;
+            self.push(out, c, remote_write)?;
             at += k;
         }
-        Ok(v)
+        Ok(())
     }
 }
 
@@ -187,15 +202,17 @@ fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
     Ok(v)
 }
 
-/// Registers the chunks `p` names for `src` and lays out its Send. On error
-/// what was registered is released by the drop.
+/// Registers the chunks `p` names for `src` into `regs` (empty before) and
+/// lays out its Send. On error `regs` holds what was registered, for the
+/// caller to release.
 pub(super) fn prepare(
     conn: &Conn,
     qp: &Qp,
     fr_pages: u32,
     src: &dyn CallSource,
     p: &Plan,
-) -> Result<(Regs, Wire)> {
+    regs: &mut Regs,
+) -> Result<Wire> {
     let reg = Registrar {
         conn,
         qp,
@@ -203,7 +220,6 @@ pub(super) fn prepare(
         fr_pages,
     };
     let call_len = src.shape().call_len;
-    let mut regs = Regs::default();
     let mut inline = [(0u32, call_len), (0, 0)];
     let mut position = 0;
     let nomsg = match p.call {
@@ -216,7 +232,7 @@ pub(super) fn prepare(
         } => {
             // In the Send, what precedes the item and what follows its XDR
             // pad (RFC 8166 Section 3.5.4: the pad is not sent).
-            regs.call = src.ddp_call(&reg, DdpItem { position: at, len })?;
+            src.ddp_call(&reg, DdpItem { position: at, len }, &mut regs.call)?;
             position = at;
             let after = xdr_align(at.saturating_add(len) as usize)
                 .and_then(|a| u32::try_from(a).ok())
@@ -229,7 +245,7 @@ pub(super) fn prepare(
         CallPlan::PositionZero { len, .. } => {
             // The whole Call, padded with zeros (chunks start zeroed).
             let mut buf = KVVec::new();
-            regs.call = reg.alloc_filled(len, &mut |c, at| {
+            reg.alloc_filled(&mut regs.call, len, &mut |c, at| {
                 let n = c.len().min(call_len.saturating_sub(at)) as usize;
                 buf.clear();
                 buf.extend_with(n, 0, GFP_KERNEL)?;
@@ -244,10 +260,10 @@ pub(super) fn prepare(
     match p.reply {
         ReplyPlan::Inline => {}
         ReplyPlan::WriteList { len, .. } => {
-            regs.reply = src.ddp_reply(&reg, len)?;
             regs.write_list = true;
+            src.ddp_reply(&reg, len, &mut regs.reply)?;
         }
-        ReplyPlan::ReplyChunk { len, .. } => regs.reply = reg.alloc(len, true)?,
+        ReplyPlan::ReplyChunk { len, .. } => reg.alloc(&mut regs.reply, len, true)?,
     }
     let call_segs = segments(&regs.call)?;
     let mut reads = KVec::with_capacity(call_segs.len(), GFP_KERNEL)?;
@@ -267,7 +283,7 @@ pub(super) fn prepare(
         write_list: regs.write_list,
         inline,
     };
-    Ok((regs, wire))
+    Ok(wire)
 }
 
 /// Sends `src` as `wire` lays it out, asking for `credits`; the octets sent.
@@ -348,8 +364,9 @@ pub(super) enum BadReply {
     Chunks,
 }
 
-/// Where the Reply `h` is (RFC 8166 Section 4.2), counted by kind. What it
-/// says is checked against what the Call offered by [`Regs::check`].
+/// Where the Reply `h` is (RFC 8166 Section 4.2). What it says is checked
+/// against what the Call offered by [`Regs::check`]; the requester counts
+/// it ([`count_kind`]) when it takes it.
 pub(super) fn reply_kind(conn: &Conn, h: &Header<'_>) -> core::result::Result<ReplyKind, BadReply> {
     let (c, nomsg) = match h.body {
         Body::Error(_) => {
@@ -388,15 +405,18 @@ pub(super) fn reply_kind(conn: &Conn, h: &Header<'_>) -> core::result::Result<Re
     } else {
         ReplyKind::WriteList { written }
     };
-    conn.count(
-        match kind {
-            ReplyKind::Inline => X::RepliesInline,
-            ReplyKind::WriteList { .. } => X::RepliesWriteList,
-            ReplyKind::ReplyChunk { .. } => X::RepliesReplyChunk,
-        },
-        1,
-    );
     Ok(kind)
+}
+
+/// Counts a Reply of `kind` (`replies_inline`, `replies_write_list`,
+/// `replies_reply_chunk`).
+pub(super) fn count_kind(conn: &Conn, kind: ReplyKind) {
+    let c = match kind {
+        ReplyKind::Inline => X::RepliesInline,
+        ReplyKind::WriteList { .. } => X::RepliesWriteList,
+        ReplyKind::ReplyChunk { .. } => X::RepliesReplyChunk,
+    };
+    conn.count(c, 1);
 }
 
 impl Regs {

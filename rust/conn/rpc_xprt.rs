@@ -425,8 +425,18 @@ impl ClientXprt {
         let (conn, qp, neg, fr_pages) = self.current()?;
         let src = MountCall(rq);
         let p = requester::plan(&neg, fr_pages, &src.shape())?;
-        let (regs, wire) = requester::prepare(&conn, &qp, fr_pages, &src, &p)?;
-        self.count_plan(rq, &p, &regs);
+        let mut regs = Regs::default();
+        let prepared = requester::prepare(&conn, &qp, fr_pages, &src, &p, &mut regs);
+        // The MRs as debugfs counted them, also for a call that failed here.
+        add(&self.counts.mrs_allocated, u64::from(regs.new_mrs()));
+        let wire = match prepared {
+            Ok(w) => w,
+            Err(e) => {
+                self.release_regs(&conn, regs, None);
+                return Err(e);
+            }
+        };
+        self.count_plan(rq, &p);
         // Chunks are kept by XID before the Send: its Reply may come at
         // once. A call without chunks keeps nothing.
         let kept = !regs.call.is_empty() || !regs.reply.is_empty();
@@ -457,7 +467,7 @@ impl ClientXprt {
     }
 
     /// Counts for mountstats what the plan `p` of `rq` registered.
-    fn count_plan(&self, rq: &RpcRqst<'_>, p: &Plan, regs: &Regs) {
+    fn count_plan(&self, rq: &RpcRqst<'_>, p: &Plan) {
         let c = &self.counts;
         match p.call {
             CallPlan::Inline => {}
@@ -476,7 +486,6 @@ impl ClientXprt {
             ReplyPlan::WriteList { .. } => add(&c.write_chunks, 1),
             ReplyPlan::ReplyChunk { .. } => add(&c.reply_chunks, 1),
         }
-        add(&c.mrs_allocated, u64::from(regs.new_mrs()));
     }
 
     /// A Receive on `conn`, the current connection: a Reply to one of the
@@ -598,7 +607,22 @@ impl ClientXprt {
             conn.count(X::ChunkErrors, 1);
             return Err(EIO);
         }
-        let rpc = &data[h.len..];
+        let placed = self.place_kind(rq, kind, &data[h.len..], held);
+        if placed.is_ok() {
+            requester::count_kind(conn, kind);
+        }
+        placed
+    }
+
+    /// [`ClientXprt::place`] for a Reply of `kind` whose RPC part in the
+    /// Send is `rpc`.
+    fn place_kind(
+        &self,
+        rq: &mut PinnedRqst,
+        kind: ReplyKind,
+        rpc: &[u8],
+        held: &mut Held<'_>,
+    ) -> Result<u32> {
         let len = u32::try_from(rpc.len()).map_err(|_| EIO)?;
         match kind {
             ReplyKind::Inline => {
@@ -682,13 +706,13 @@ impl CallSource for MountCall<'_, '_> {
         self.0.msg.read(off, out)
     }
 
-    fn ddp_call(&self, reg: &Registrar<'_>, _item: DdpItem) -> Result<KVec<Chunk>> {
+    fn ddp_call(&self, reg: &Registrar<'_>, _item: DdpItem, out: &mut KVec<Chunk>) -> Result {
         // The item is the send buffer's pages (see `shape`).
-        reg.wrap(&self.0.msg, false)
+        reg.wrap(out, &self.0.msg, false)
     }
 
-    fn ddp_reply(&self, reg: &Registrar<'_>, _len: u32) -> Result<KVec<Chunk>> {
-        reg.wrap(&self.0.rcv, true)
+    fn ddp_reply(&self, reg: &Registrar<'_>, _len: u32, out: &mut KVec<Chunk>) -> Result {
+        reg.wrap(out, &self.0.rcv, true)
     }
 }
 
