@@ -173,6 +173,9 @@ pub(super) struct Regs {
     pub(super) reply: KVec<Chunk>,
     /// `reply` is a Write chunk.
     pub(super) write_list: bool,
+    /// A mount's entry whose Reply waits for its LOCAL_INVs (the chunks are
+    /// out with them, see `rpc_xprt::AfterInv`).
+    pub(super) deferred: bool,
 }
 
 /// A Call's transport header and inline parts, ready to post.
@@ -482,6 +485,26 @@ impl Regs {
             return Err(EPROTO);
         }
         Ok(())
+    }
+
+    /// Whether the peer's Send With Invalidate of `rkey` left nothing to
+    /// invalidate: no registration, or only the one it named.
+    pub(super) fn invalidated_by(&self, rkey: Option<u32>) -> bool {
+        Iterator::chain(self.call.iter(), self.reply.iter()).all(|c| match c.registration() {
+            None => true,
+            Some(r) => rkey == Some(r.rkey),
+        })
+    }
+
+    /// Marks the chunk the peer invalidated with Send With Invalidate of
+    /// `rkey`, if it is one of these: it takes no LOCAL_INV.
+    pub(super) fn spare(&mut self, rkey: Option<u32>) {
+        let Some(rkey) = rkey else { return };
+        for c in Iterator::chain(self.call.iter_mut(), self.reply.iter_mut()) {
+            if c.registration().map(|r| r.rkey) == Some(rkey) {
+                c.remotely_invalidated();
+            }
+        }
     }
 
     /// Every chunk, the Call's then the Reply's (to release them).

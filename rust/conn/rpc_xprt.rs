@@ -19,7 +19,9 @@
 //! - Replies: matched to their call by sunrpc's own lookup under its queue
 //!   lock; the Reply is placed in the call's receive buffer, the chunks are
 //!   invalidated (LOCAL_INV, unless the server's Send With Invalidate did it)
-//!   before the call completes.
+//!   before the call completes. LOCAL_INVs are posted without waiting; the
+//!   last one's completion places the Reply and completes the call
+//!   ([`AfterInv`]), so the Receive handler goes on to the next Reply.
 //! - A connection that ends (peer gone, device removed, fatal completion) is
 //!   reported to sunrpc, which closes the transport and reconnects when a call
 //!   needs it, retransmitting what was in flight: chunks of a dead connection
@@ -44,8 +46,8 @@ use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::{Counter, XprtCounter as X};
 
-use crate::sys::chunk::Chunk;
-use crate::sys::qp::{Qp, SEND_BATCH};
+use crate::sys::chunk::{invalidate_async, Chunk, ChunkLists, InvAsync, Invalidated};
+use crate::sys::qp::{Qp, RecvBuf, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Completion, Net};
 use crate::sys::trace;
 use crate::sys::wait::Waited;
@@ -192,7 +194,7 @@ impl MountSide {
     pub(super) fn received(&self, conn: &Conn, qp: &Qp, wc: &Completion<'_>) {
         let owner = self.owner.lock().clone();
         match owner {
-            Some(o) => o.received(conn, qp, wc.data, wc.invalidated),
+            Some(o) => o.received(conn, qp, wc),
             // The mount let go: nothing waits for it.
             None => conn.count(X::RepliesUnmatched, 1),
         }
@@ -209,6 +211,69 @@ impl MountSide {
 
 /// A Receive handler's right to use the C transport (see [`ClientXprt::enter`]).
 struct Entered<'a>(&'a ClientXprt);
+
+/// The same right, held by a call that waits for its LOCAL_INVs
+/// ([`AfterInv`]): destroy waits for it too.
+struct EnteredArc(Arc<ClientXprt>);
+
+impl Drop for EnteredArc {
+    fn drop(&mut self) {
+        drop(Entered(&self.0));
+    }
+}
+
+/// A Reply whose call's chunks are being invalidated: placed and completed
+/// when the last LOCAL_INV completes ([`invalidate_async`], which holds the
+/// chunks meanwhile), from the CQ's work. Its Receive buffer and the pinned
+/// request are kept until then (`Some` until [`Invalidated::invalidated`]);
+/// the call's entry in `regs` stays, marked deferred, so that a second
+/// Reply to it is not taken.
+struct AfterInv {
+    x: Arc<ClientXprt>,
+    conn: Arc<Conn>,
+    xid: u32,
+    rq: Option<PinnedRqst>,
+    buf: Option<RecvBuf>,
+    write_list: bool,
+    invalidated: Option<u32>,
+    _user: EnteredArc,
+}
+
+impl Invalidated for AfterInv {
+    fn invalidated(&mut self, chunks: ChunkLists, status: i32) {
+        let [call, reply] = chunks;
+        let regs = Regs {
+            call,
+            reply,
+            write_list: self.write_list,
+            deferred: false,
+        };
+        let (Some(rq), Some(buf)) = (self.rq.take(), self.buf.take()) else {
+            return;
+        };
+        let current = self.x.undefer(&self.conn, self.xid);
+        if status != 0 || !current {
+            // A flushed LOCAL_INV (the QP went to the error state: its MR is
+            // deregistered at release), or a connection sunrpc closed
+            // meanwhile: as xprtrdma, the call is not completed from here;
+            // it is sent again on the next connection.
+            self.x.release_regs(&self.conn, regs, self.invalidated);
+            drop(rq);
+            return;
+        }
+        let data = buf.data();
+        match decode(data, &Limits::DEFAULT) {
+            Ok(h) => self
+                .x
+                .finish(&self.conn, rq, &h, data, Some(regs), self.invalidated),
+            // It decoded when it arrived, and the buffer was kept.
+            Err(_) => {
+                self.x.release_regs(&self.conn, regs, self.invalidated);
+                rq.complete(Err(EIO));
+            }
+        }
+    }
+}
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
@@ -235,6 +300,13 @@ fn connect_errno(why: Closed) -> Error {
 }
 
 impl ClientXprt {
+    /// [`ClientXprt::enter`], for a holder that outlives the handler.
+    fn enter_owned(self: &Arc<Self>) -> Option<EnteredArc> {
+        let e = self.enter()?;
+        core::mem::forget(e);
+        Some(EnteredArc(self.clone()))
+    }
+
     /// Lets a Receive handler use the C transport until the result drops;
     /// `None` once destroy has begun.
     fn enter(&self) -> Option<Entered<'_>> {
@@ -490,7 +562,8 @@ impl ClientXprt {
 
     /// A Receive on `conn`, the current connection: a Reply to one of the
     /// mount's calls.
-    pub(super) fn received(&self, conn: &Conn, qp: &Qp, data: &[u8], invalidated: Option<u32>) {
+    pub(super) fn received(self: &Arc<Self>, conn: &Conn, qp: &Qp, wc: &Completion<'_>) {
+        let (data, invalidated) = (wc.data, wc.invalidated);
         let Some(_entered) = self.enter() else {
             return;
         };
@@ -534,7 +607,7 @@ impl ClientXprt {
                 return;
             }
         }
-        let Some(mut rq) = self.x.lookup(h.xid) else {
+        let Some(rq) = self.x.lookup(h.xid) else {
             conn.count(X::RepliesUnmatched, 1);
             return;
         };
@@ -557,25 +630,150 @@ impl ClientXprt {
         // grant starts afresh (dropping `rq` unpins it, nothing more). Under
         // the lock sunrpc's close takes first: once the connection is no
         // longer current its credits are gone (reset_cong).
-        let regs = {
+        // A call whose chunks are left to invalidate (LOCAL_INV) completes
+        // when the last one does (xprtrdma's frwr_unmap_async): this
+        // handler goes on to the next Reply instead of waiting, the Reply
+        // stays in its Receive buffer, and the call's entry stays, marked,
+        // until then.
+        let (regs, current) = {
             let mut g = self.inner.lock();
             if !g.is_current(conn) {
                 conn.count(X::RepliesUnmatched, 1);
                 return;
             }
+            let deferred = match g.regs.get_mut(&h.xid) {
+                // A second Reply to a call whose first is being finished.
+                Some(r) if r.deferred => {
+                    conn.count(X::RepliesUnmatched, 1);
+                    return;
+                }
+                Some(r) if !r.invalidated_by(invalidated) => {
+                    let chunks = core::mem::take(r);
+                    r.deferred = true;
+                    Some(chunks)
+                }
+                _ => None,
+            };
             self.x.set_credits(window);
-            g.regs.remove(&h.xid)
+            let regs = deferred.or_else(|| g.regs.remove(&h.xid));
+            (regs, g.conn.clone())
         };
         // The grant, as `xprt` shows the connection's credits.
         conn.set_credits(credits);
         conn.count(X::RepliesReceived, 1);
+        let (rq, regs) = match regs {
+            Some(r) if !r.invalidated_by(invalidated) => {
+                match self.defer(conn, current, rq, wc, r, invalidated, h.xid) {
+                    Ok(()) => return,
+                    // Without what the wait needs, the call finishes here,
+                    // its release waiting for each LOCAL_INV.
+                    Err((rq, r)) => {
+                        self.undefer(conn, h.xid);
+                        (rq, Some(r))
+                    }
+                }
+            }
+            r => (rq, r),
+        };
+        self.finish(conn, rq, &h, data, regs, invalidated);
+    }
+
+    /// Forgets the deferred entry of call `xid` (see [`AfterInv`]); whether
+    /// `conn` is still the connection in use.
+    fn undefer(&self, conn: &Conn, xid: u32) -> bool {
+        let mut g = self.inner.lock();
+        let old = match g.regs.get(&xid) {
+            Some(r) if r.deferred => g.regs.remove(&xid),
+            _ => None,
+        };
+        let current = g.is_current(conn);
+        drop(g);
+        drop(old);
+        current
+    }
+
+    /// Hands the call of `rq` to its LOCAL_INVs' completion ([`AfterInv`]),
+    /// keeping the Reply's Receive buffer; gives `rq` and `regs` back if it
+    /// cannot.
+    #[allow(clippy::too_many_arguments)]
+    fn defer(
+        self: &Arc<Self>,
+        conn: &Conn,
+        current: Option<Arc<Conn>>,
+        rq: PinnedRqst,
+        wc: &Completion<'_>,
+        mut regs: Regs,
+        invalidated: Option<u32>,
+        xid: u32,
+    ) -> core::result::Result<(), (PinnedRqst, Regs)> {
+        let (Some(owner), Ok(slot)) = (current, KBox::<AfterInv>::new_uninit(GFP_KERNEL)) else {
+            return Err((rq, regs));
+        };
+        let Some(user) = self.enter_owned() else {
+            return Err((rq, regs));
+        };
+        // Last: once kept, the buffer is the task's.
+        let Some(buf) = wc.keep() else {
+            return Err((rq, regs));
+        };
+        // The chunk the server invalidated takes no LOCAL_INV.
+        regs.spare(invalidated);
+        let write_list = regs.write_list;
+        let chunks = [
+            core::mem::take(&mut regs.call),
+            core::mem::take(&mut regs.reply),
+        ];
+        let task = KBox::write(
+            slot,
+            AfterInv {
+                x: self.clone(),
+                conn: owner,
+                xid,
+                rq: Some(rq),
+                buf: Some(buf),
+                write_list,
+                invalidated,
+                _user: user,
+            },
+        );
+        match invalidate_async(task, chunks) {
+            InvAsync::Taken(n) => {
+                self.count_local_inv(conn, n);
+                Ok(())
+            }
+            // No memory for the batch: the task runs now, in this Receive
+            // work, and its release posts each LOCAL_INV and waits for it.
+            InvAsync::Refused(mut task, chunks) => {
+                task.invalidated(chunks, 0);
+                Ok(())
+            }
+        }
+    }
+
+    fn count_local_inv(&self, conn: &Conn, n: u32) {
+        conn.count(X::LocalInvalidations, u64::from(n));
+        add(&self.counts.local_inv, u64::from(n));
+    }
+
+    /// Places the Reply of `rq` and completes the call; `regs` are its
+    /// chunks, released (invalidated first if need be) before anything is
+    /// written into the RPC's pages.
+    fn finish(
+        &self,
+        conn: &Conn,
+        mut rq: PinnedRqst,
+        h: &crate::proto::header::Header<'_>,
+        data: &[u8],
+        regs: Option<Regs>,
+        invalidated: Option<u32>,
+    ) {
         let mut held = Held {
             x: self,
             conn,
             regs,
             invalidated,
         };
-        let res = self.place(&mut rq, &h, data, &mut held);
+        let res = self.place(&mut rq, h, data, &mut held);
         if res.is_err() {
             add(&self.counts.bad_reply, 1);
         }

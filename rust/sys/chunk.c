@@ -7,6 +7,7 @@
 
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -41,9 +42,41 @@ struct rpcrdma_cm_chunk {
 	enum dma_data_direction dir;
 	struct ib_cqe reg_cqe, inv_cqe;
 	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
+	/*
+	 * rpcrdma_cm_chunks_inv(): the LOCAL_INV it posted (its batch, until
+	 * the completion), or that it could not post one (@inv_skip: the MR is
+	 * deregistered at release instead, without waiting).
+	 */
+	bool inv_posted;
+	bool inv_skip;
+	struct rpcrdma_cm_inv_batch *inv_batch;
 	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
 	int mr_status;		/* first failed completion, else 0 */
 };
+
+/*
+ * The LOCAL_INVs of one call's chunks, posted by rpcrdma_cm_chunks_inv():
+ * whoever ends the count, the last completion or the poster once done,
+ * hands @done to Rust, after every LOCAL_INV of the batch completed.
+ */
+struct rpcrdma_cm_inv_batch {
+	atomic_t left;		/* LOCAL_INVs not completed, plus the poster's */
+	int status;		/* the first failed completion's status, else 0 */
+	void *done;
+};
+
+static void rpcrdma_cm_inv_batch_put(struct rpcrdma_cm_inv_batch *b)
+{
+	unsigned int nofs;
+
+	if (!atomic_dec_and_test(&b->left))
+		return;
+	/* It may allocate: no fs reclaim, which may wait for this CQ. */
+	nofs = memalloc_nofs_save();
+	rpcrdma_cm_inv_done_rs(b->done, READ_ONCE(b->status));
+	memalloc_nofs_restore(nofs);
+	kfree(b);
+}
 
 /* A chunk of @npages pages (none filled in yet), holding a reference on @qp. */
 static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_new(struct rpcrdma_cm_qp *qp, u32 npages,
@@ -181,7 +214,20 @@ static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 
 static void rpcrdma_cm_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, inv_cqe));
+	struct rpcrdma_cm_chunk *c = container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, inv_cqe);
+	struct rpcrdma_cm_inv_batch *batch = c->inv_batch;
+
+	/*
+	 * A chunk of a batch is freed only by the batch's owner, once the
+	 * batch ends, which this completion's put below may do: @c stays
+	 * valid until then.
+	 */
+	if (batch && wc->status != IB_WC_SUCCESS)
+		cmpxchg(&batch->status, 0, wc->status);
+	c->inv_batch = NULL;
+	rpcrdma_cm_mr_done(wc, c);
+	if (batch)
+		rpcrdma_cm_inv_batch_put(batch);
 }
 
 /*
@@ -314,11 +360,16 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
 	struct ib_device *dev = qp->pd->device;
-	bool invalid = !c->registered || remotely_invalidated;
+	bool invalid = !c->registered || remotely_invalidated || c->inv_posted;
 	int posted = 0;
 	u32 i;
 
-	if (c->registered && !remotely_invalidated && !rpcrdma_cm_qp_enter(qp)) {
+	/*
+	 * A LOCAL_INV rpcrdma_cm_chunks_inv() posted is only waited for; one it
+	 * could not post is not tried again (the caller may be this QP's
+	 * completion work): the MR is deregistered instead.
+	 */
+	if (c->registered && !invalid && !c->inv_skip && !rpcrdma_cm_qp_enter(qp)) {
 		struct ib_send_wr inv = {
 			.opcode = IB_WR_LOCAL_INV,
 			.wr_cqe = &c->inv_cqe,
@@ -367,6 +418,60 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 	kfree(c);
 	rpcrdma_cm_qp_put(qp);
 	return posted;
+}
+
+int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *posted)
+{
+	struct rpcrdma_cm_qp *qp = n ? v[0]->qp : NULL;
+	struct rpcrdma_cm_inv_batch *batch;
+	bool entered, live;
+	u32 i;
+
+	*posted = 0;
+	batch = kmalloc(sizeof(*batch), GFP_KERNEL);
+	if (!batch)
+		return -ENOMEM;
+	atomic_set(&batch->left, 1);
+	batch->status = 0;
+	batch->done = done;
+	entered = qp && !rpcrdma_cm_qp_enter(qp);
+	live = entered;
+	for (i = 0; i < n; i++) {
+		struct rpcrdma_cm_chunk *c = v[i];
+		struct ib_send_wr inv = {
+			.opcode = IB_WR_LOCAL_INV,
+			.wr_cqe = &c->inv_cqe,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.invalidate_rkey = c->mr ? c->mr->rkey : 0,
+		};
+
+		if (!live || c->qp != qp || !c->registered || c->inv_posted) {
+			c->inv_skip = true;
+			continue;
+		}
+		c->inv_cqe.done = rpcrdma_cm_inv_done;
+		/* Set before the post: its completion may run before it returns. */
+		c->inv_batch = batch;
+		c->inv_posted = true;
+		atomic_inc(&batch->left);
+		atomic_inc(&c->inflight);
+		if (rpcrdma_cm_post_send(qp, &inv)) {
+			atomic_dec(&c->inflight);
+			atomic_dec(&batch->left);
+			c->inv_posted = false;
+			c->inv_batch = NULL;
+			c->inv_skip = true;
+			/* The rest would fail too (QP closing, Send Queue full). */
+			live = false;
+			continue;
+		}
+		(*posted)++;
+	}
+	if (entered)
+		rpcrdma_cm_qp_leave(qp);
+	/* The poster's count: @done runs here if every completion already ran. */
+	rpcrdma_cm_inv_batch_put(batch);
+	return 0;
 }
 
 /*

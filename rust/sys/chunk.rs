@@ -24,10 +24,11 @@ use kernel::prelude::*;
 use super::qp::Qp;
 
 use super::bindings::{
-    page, rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy, rpcrdma_cm_chunk_free,
-    rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register, rpcrdma_cm_chunk_wrap,
+    c_fn, page, rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy,
+    rpcrdma_cm_chunk_free, rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register, rpcrdma_cm_chunk_wrap,
+    rpcrdma_cm_chunks_inv,
 };
-use kernel::ffi::c_int;
+use kernel::ffi::{c_int, c_void};
 
 /// The largest chunk (4 MiB, as `RPCRDMA_CM_CHUNK_MAX_PAGES` in qp.h).
 pub(crate) const MAX_CHUNK: u32 = 4 << 20;
@@ -51,7 +52,8 @@ pub(crate) struct Chunk {
 }
 
 // SAFETY: the C chunk is not tied to a thread; its operations serialise on the
-// QP's lock, and `&mut self` is required for everything that changes it.
+// QP's lock, and `&mut self` is required for everything that changes it, but
+// the LOCAL_INV of a batch (`invalidate_async`), which owns the chunk then.
 unsafe impl Send for Chunk {}
 
 impl Chunk {
@@ -202,3 +204,87 @@ impl Drop for Chunk {
         unsafe { rpcrdma_cm_chunk_free(self.raw.as_ptr(), self.remote_inv) };
     }
 }
+
+/// A call's chunk lists (its Call's, then its Reply's), as a batch of
+/// LOCAL_INVs takes and hands them back.
+pub(crate) type ChunkLists = [KVec<Chunk>; 2];
+
+/// What runs once the LOCAL_INVs [`invalidate_async`] posted have completed:
+/// the rest of a call (xprtrdma's frwr_unmap_async). The batch owns the
+/// chunks meanwhile and hands them back then.
+pub(crate) trait Invalidated: Send {
+    /// Every LOCAL_INV posted completed (`status`: the first failed one's,
+    /// a flush or error, else 0; a failed one left its MR to be
+    /// deregistered at release); `chunks` are the lists the batch took,
+    /// whose release now waits for nothing. Called once, under NOFS, from
+    /// the CQ's polling work or from [`invalidate_async`] itself: it must not
+    /// wait for a completion of the same QP.
+    fn invalidated(&mut self, chunks: ChunkLists, status: i32);
+}
+
+/// What C carries for a batch: the task and the chunks it invalidates.
+struct InvCtx {
+    task: KBox<dyn Invalidated>,
+    chunks: ChunkLists,
+}
+
+/// How [`invalidate_async`] went.
+pub(crate) enum InvAsync {
+    /// The task runs (or ran already) once the LOCAL_INVs completed; this
+    /// many were posted.
+    Taken(u32),
+    /// No memory for the batch: the task and the chunks are handed back
+    /// untouched.
+    Refused(KBox<dyn Invalidated>, ChunkLists),
+}
+
+/// Posts a LOCAL_INV for each chunk of `chunks` that is registered and was
+/// not invalidated by the peer ([`Chunk::remotely_invalidated`]), in order,
+/// without waiting: `task` runs with the chunks once all posted completed
+/// (they complete in order), from the last completion or, if they all
+/// completed already or none was posted, before this returns. A chunk whose
+/// LOCAL_INV could not be posted (the QP closing, its Send Queue full) is
+/// deregistered at release instead, which waits for nothing.
+pub(crate) fn invalidate_async(task: KBox<dyn Invalidated>, chunks: ChunkLists) -> InvAsync {
+    let Ok(slot) = KBox::<InvCtx>::new_uninit(GFP_KERNEL) else {
+        return InvAsync::Refused(task, chunks);
+    };
+    let ctx = KBox::write(slot, InvCtx { task, chunks });
+    let mut v: KVec<*mut rpcrdma_cm_chunk> = KVec::new();
+    for c in ctx.chunks.iter().flatten() {
+        if c.reg.is_some() && !c.remote_inv && v.push(c.raw.as_ptr(), GFP_KERNEL).is_err() {
+            let InvCtx { task, chunks } = KBox::into_inner(ctx);
+            return InvAsync::Refused(task, chunks);
+        }
+    }
+    let n = u32::try_from(v.len()).unwrap_or(0);
+    let ctx = KBox::into_raw(ctx);
+    let mut posted = 0u32;
+    // SAFETY: `v` holds `n` live chunks of the box `ctx`; C owns the box
+    // from here (unless it fails, then it is ours again) until it hands it
+    // to rpcrdma_cm_inv_done_rs(), which it does only after its last use of
+    // the chunks.
+    let ret = unsafe { rpcrdma_cm_chunks_inv(v.as_mut_ptr(), n, ctx.cast(), &mut posted) };
+    if ret == 0 {
+        return InvAsync::Taken(posted);
+    }
+    // SAFETY: C did not take `ctx`: still the box made above.
+    let InvCtx { task, chunks } = KBox::into_inner(unsafe { KBox::from_raw(ctx) });
+    InvAsync::Refused(task, chunks)
+}
+
+/// The last LOCAL_INV of a batch [`invalidate_async`] posted completed.
+///
+/// # Safety
+///
+/// Called only by chunk.c, once per batch, from the last LOCAL_INV's
+/// completion (the CQ's polling work) or from rpcrdma_cm_chunks_inv()
+/// itself, with `done` the context `invalidate_async` handed it, which is
+/// ours again.
+#[no_mangle]
+unsafe extern "C" fn rpcrdma_cm_inv_done_rs(done: *mut c_void, status: c_int) {
+    // SAFETY: see above: the box `invalidate_async` made, handed back once.
+    let InvCtx { mut task, chunks } = KBox::into_inner(unsafe { KBox::from_raw(done.cast()) });
+    task.invalidated(chunks, status);
+}
+c_fn!(rpcrdma_cm_inv_done_rs);

@@ -247,6 +247,17 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 			      u32 *rkey, u64 *iova);
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
+/*
+ * LOCAL_INV for each of @n registered chunks of one QP, posted in order
+ * without waiting (*@posted of them). Takes @done: once every one posted
+ * has completed, rpcrdma_cm_inv_done_rs(@done, status) runs, from the last
+ * completion or from this call itself; a chunk whose LOCAL_INV could not be
+ * posted has its MR deregistered at release instead, which waits for
+ * nothing. -ENOMEM, and @done stays the caller's, if the batch cannot be
+ * allocated.
+ */
+int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *posted);
+void rpcrdma_cm_inv_done_rs(void *done, int status);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 			  bool write);
 /*
