@@ -320,11 +320,7 @@ impl Listener {
         };
         write!(m, "addr={} state={}", self.ep, state)?;
         if self.svc.is_some() {
-            write!(
-                m,
-                " for=nfsd pending={}",
-                self.pending.lock().tree.iter().count()
-            )?;
+            write!(m, " for=nfsd pending={}", self.pending.lock().len())?;
         }
         writeln!(m)
     }

@@ -27,7 +27,7 @@ use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::rbtree::RBTree;
 use kernel::sync::{Arc, Mutex};
 
 /// Every connection the module knows: the open ones, by id, and the last
@@ -439,38 +439,80 @@ pub(super) fn snapshot<T>(list: &Mutex<KVec<Arc<T>>>) -> Result<KVec<Arc<T>>> {
     Ok(v)
 }
 
-/// A first-in first-out queue (the kernel crate, 7.3, has no VecDeque).
+/// A first-in first-out queue (the kernel crate, 7.3, has no VecDeque): a
+/// ring over a vector that only grows (doubling), so a queue in steady use,
+/// nfsd's calls, allocates nothing per item.
+///
+/// # Invariants
+///
+/// The items are the `len` slots from `head` on, wrapping around: those
+/// are `Some`, every other slot is `None`; `head < buf.len()` unless `buf`
+/// is empty.
 pub(super) struct Fifo<T> {
-    pub(super) tree: RBTree<u64, T>,
-    next: u64,
+    buf: KVec<Option<T>>,
+    head: usize,
+    len: usize,
 }
 
 impl<T> Fifo<T> {
-    pub(super) fn new() -> Self {
+    pub(super) const fn new() -> Self {
         Fifo {
-            tree: RBTree::new(),
-            next: 0,
+            buf: KVec::new(),
+            head: 0,
+            len: 0,
         }
     }
 
     /// Appends `v`; without memory, hands it back, for the caller to drop
     /// after its lock.
     pub(super) fn push(&mut self, v: T) -> core::result::Result<(), T> {
-        let Ok(r) = RBTreeNodeReservation::new(GFP_KERNEL) else {
+        if self.len == self.buf.len() && self.grow().is_err() {
             return Err(v);
-        };
-        self.tree.insert(r.into_node(self.next, v));
-        self.next = self.next.wrapping_add(1);
+        }
+        let at = (self.head + self.len) % self.buf.len();
+        self.buf[at] = Some(v);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Twice the room (8 at first), the items moved to the front in order.
+    fn grow(&mut self) -> Result {
+        let cap = self.buf.len();
+        let mut next = KVec::with_capacity(cap.saturating_mul(2).max(8), GFP_KERNEL)?;
+        let room = next.capacity();
+        // Within the capacity just allocated: nothing below can fail.
+        for i in 0..self.len {
+            let item = self.buf[(self.head + i) % cap].take();
+            if next.push_within_capacity(item).is_err() {
+                return Err(ENOMEM);
+            }
+        }
+        while next.len() < room {
+            if next.push_within_capacity(None).is_err() {
+                return Err(ENOMEM);
+            }
+        }
+        self.buf = next;
+        self.head = 0;
         Ok(())
     }
 
     pub(super) fn pop(&mut self) -> Option<T> {
-        let first = *self.tree.keys().next()?;
-        self.tree.remove(&first)
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.buf[self.head].take();
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        v
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.tree.iter().next().is_none()
+        self.len == 0
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 
     /// Takes everything out (to be dropped outside the caller's lock).
