@@ -344,6 +344,9 @@ static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_b
 	 * No fs reclaim from here: it may wait for an NFS Reply that only this
 	 * context can deliver (as rpciod, under NOFS).
 	 */
+	spin_lock_irqsave(&qp->lock, flags);
+	b->in_cb = true;
+	spin_unlock_irqrestore(&qp->lock, flags);
 	nofs = memalloc_nofs_save();
 	kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
 	if (kept) {
@@ -351,10 +354,17 @@ static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_b
 		rpcrdma_cm_recv_refill(qp);
 	}
 	memalloc_nofs_restore(nofs);
-	if (kept || b->status != IB_WC_SUCCESS)
-		return;
 	spin_lock_irqsave(&qp->lock, flags);
-	rpcrdma_cm_recv_return_locked(b);
+	b->in_cb = false;
+	/*
+	 * Not kept: given back now. Kept and already released by its new
+	 * owner (on another CPU, or by the callback itself): given back now,
+	 * as the release left it to us.
+	 */
+	if ((!kept && b->status == IB_WC_SUCCESS) || b->released_in_cb) {
+		b->released_in_cb = false;
+		rpcrdma_cm_recv_return_locked(b);
+	}
 	spin_unlock_irqrestore(&qp->lock, flags);
 }
 
@@ -411,7 +421,16 @@ void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
 	if (delay)
 		msleep(delay);
 	spin_lock_irqsave(&qp->lock, flags);
-	rpcrdma_cm_recv_return_locked(b);
+	/*
+	 * Released while the callback that kept it still runs (and may still
+	 * read the message): that callback's end gives it back. The QP and
+	 * the buffer outlive it (teardown drains and flushes the callbacks
+	 * before it frees either).
+	 */
+	if (b->in_cb)
+		b->released_in_cb = true;
+	else
+		rpcrdma_cm_recv_return_locked(b);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	atomic_dec(&qp->recv_kept);
 	__rpcrdma_cm_qp_leave(qp, delay);

@@ -30,6 +30,13 @@ struct rpcrdma_cm_buf {
 	u32 byte_len;
 	bool with_inv;
 	u32 inv_rkey;
+	/*
+	 * Receive, under the QP's lock: its callback is running, and its owner
+	 * released it meanwhile (the callback's end gives it back then: the
+	 * message stays readable for the whole callback).
+	 */
+	bool in_cb;
+	bool released_in_cb;
 };
 
 /*

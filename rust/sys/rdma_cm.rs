@@ -126,8 +126,10 @@ pub(crate) struct Completion<'a> {
 impl Completion<'_> {
     /// Keeps a successful Receive's message past the callback (it is handled
     /// later, by another thread): the buffer is posted again only when the
-    /// result is dropped. `None` for a Send, a failed Receive, or a second
-    /// call.
+    /// result is dropped, and never before the callback returns (qp.c gives
+    /// back a buffer released during its callback when the callback ends),
+    /// so `data` stays valid for the whole call either way. `None` for a
+    /// Send, a failed Receive, or a second call.
     pub(crate) fn keep(&self) -> Option<RecvBuf> {
         let (b, msg, kept) = self.buf?;
         if kept.replace(true) {
