@@ -130,12 +130,25 @@ fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
+/// A mount transport's changing state, under its mutex ([`ClientXprt`]'s
+/// `inner`).
+///
+/// # Invariants
+///
+/// - `regs` only holds chunks registered on `conn`'s QP: whoever replaces or
+///   clears `conn` takes `regs` with it (their release waits for that QP's
+///   completions, so they are dropped after the lock).
+/// - An entry marked `deferred` has no chunks: they are with its Reply's
+///   LOCAL_INVs ([`AfterInv`]), which forgets the entry when it runs.
+/// - `users` counts [`Entered`] and [`EnteredArc`] guards; once `dead` is
+///   set none is added, and destroy returns when `users` is 0.
 struct Inner {
     /// The connection in use or being made.
     conn: Option<Arc<Conn>>,
     /// sunrpc was told `conn` is connected: its end must be reported.
     handed: bool,
-    /// Chunks of the calls sent on `conn`, by XID, until their Reply.
+    /// Chunks of the calls sent on `conn`, by XID, until their Reply (and,
+    /// marked `deferred`, while the Reply waits for its LOCAL_INVs).
     regs: RBTree<u32, Regs>,
     /// Receive handlers using the C transport now.
     users: u32,
@@ -150,13 +163,20 @@ impl Inner {
     }
 }
 
-/// One mount's transport.
+/// One mount's transport. Fields are immutable (`state`, `x`, `net`,
+/// `peer`), atomic (`counts`, `bc_max`, `connects`), or under `inner`'s
+/// mutex ([`Inner`]); `idle` is waited on with `inner`'s guard.
 #[pin_data]
 pub(crate) struct ClientXprt {
+    /// The module-wide state its connections are registered in.
     state: Arc<State>,
+    /// sunrpc's transport, valid until destroy returns.
     x: RpcXprt,
+    /// The network namespace of the mount.
     net: Net,
+    /// The server.
     peer: SocketAddr,
+    /// What mountstats shows.
     counts: MountCounts,
     /// The largest backchannel message, from the last connection's
     /// thresholds (see `connect`).
