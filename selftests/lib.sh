@@ -419,13 +419,23 @@ mountstat() {
 	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
 }
 
-# /tmp/tree (2,000 files of 1 to 9,000 random octets in 40 directories) and
-# /tmp/tree.tar, made once by one process (a process per file takes minutes
-# under TCG).
+# How much data the NFS workloads move: NFS_WORKLOAD=small (make check-debug,
+# whose kernel runs them about ten times slower) takes the same steps on a
+# tenth of the files and entries, a quarter of the big file and of fio's
+# I/Os.
+if [ "${NFS_WORKLOAD:-full}" = small ]; then
+	NFS_FILES=200 NFS_ENTRIES=500 NFS_BIG_MB=16 NFS_FIO_IOS=50
+else
+	NFS_FILES=2000 NFS_ENTRIES=5000 NFS_BIG_MB=64 NFS_FIO_IOS=200
+fi
+
+# /tmp/tree ($NFS_FILES files of 1 to 9,000 random octets in 40 directories)
+# and /tmp/tree.tar, made once by one process (a process per file takes
+# minutes under TCG).
 make_tree() {
 	[ -f /tmp/tree.tar ] && return 0
 	perl -e 'open(my $r, "<", "/dev/urandom") or die;
-		for my $i (0 .. 1999) {
+		for my $i (0 .. '"$((NFS_FILES - 1))"') {
 			my $d = "/tmp/tree/d" . ($i % 40);
 			mkdir "/tmp/tree"; mkdir $d;
 			read($r, my $b, $i * 37 % 9000 + 1) or die;
@@ -436,11 +446,12 @@ make_tree() {
 
 # mount_workloads SERVER PORT RESTART [VERSIONS]: what users do on `mount -o
 # rdma` of SERVER's nfsd at PORT, at each NFS version of VERSIONS (default
-# "4.2 3"): untar a tree of 2,000 files and
+# "4.2 3"): untar a tree of 2,000 files ($NFS_FILES) and
 # diff it; random writes of 512 B to 1 MiB with fio's crc32c verification
 # (every block read back; O_DIRECT: every I/O is an RPC), then the same at
 # iodepth 64 with 4 KiB blocks (libaio: 64 calls in flight, more than a
-# window of 32); a directory of 5,000 entries listed complete; a 64 MiB
+# window of 32); a directory of 5,000 entries ($NFS_ENTRIES) listed
+# complete; a 64 MiB ($NFS_BIG_MB)
 # file in and out (read back after the page cache is dropped), renamed,
 # hard-linked, symlinked and read through the link. Then RESTART
 # (a function: nfsd stopped and started again, perhaps with other sizes)
@@ -453,7 +464,7 @@ mount_workloads() {
 	local server=$1 port=$2 restart=$3 versions=${4:-4.2 3} v src mnt ok=0 pid before i n t0
 	command -v fio >/dev/null || { fail "fio missing (scripts/deps installs it)"; return 1; }
 	make_tree || { fail "making /tmp/tree"; return 1; }
-	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	[ -f /tmp/nfs_big.bin ] || head -c $((NFS_BIG_MB << 20)) /dev/urandom >/tmp/nfs_big.bin
 	for v in $versions; do
 		src=/; [ "$v" = 3 ] && src=/tmp/export
 		mnt=/tmp/mnt_w$v
@@ -465,10 +476,10 @@ mount_workloads() {
 		tar -C "$mnt/w$v" -xf /tmp/tree.tar || { fail "vers=$v: untar"; ok=1; }
 		diff -r /tmp/tree "$mnt/w$v/tree" >/dev/null || { fail "vers=$v: the untarred tree differs"; ok=1; }
 		n=$(find "$mnt/w$v/tree" -type f | wc -l)
-		[ "$n" = 2000 ] || { fail "vers=$v: $n of 2000 files"; ok=1; }
+		[ "$n" = "$NFS_FILES" ] || { fail "vers=$v: $n of $NFS_FILES files"; ok=1; }
 		fio --name=verify --filename="$mnt/w$v/fio.dat" --size=16M --rw=randwrite --bsrange=512-1M \
 			--direct=1 --ioengine=psync --verify=crc32c --verify_fatal=1 --do_verify=1 \
-			--number_ios=200 --randseed=8797 --output=/tmp/fio_$v.out >/dev/null 2>&1 ||
+			--number_ios=$NFS_FIO_IOS --randseed=8797 --output=/tmp/fio_$v.out >/dev/null 2>&1 ||
 			{ fail "vers=$v: fio verify: $(grep -m3 -iE 'err|verify' /tmp/fio_$v.out)"; ok=1; }
 		ktap_print_msg "vers=$v: untar, diff and fio verify: $((SECONDS - t0)) s"
 		t0=$SECONDS
@@ -479,25 +490,25 @@ mount_workloads() {
 		ktap_print_msg "vers=$v: fio at iodepth 64: $((SECONDS - t0)) s"
 		t0=$SECONDS
 		mkdir "$mnt/w$v/big"
-		(cd "$mnt/w$v/big" && for ((i = 0; i < 5000; i++)); do : >"e$i" || exit 1; done) ||
-			{ fail "vers=$v: creating 5000 entries"; ok=1; }
+		(cd "$mnt/w$v/big" && for ((i = 0; i < NFS_ENTRIES; i++)); do : >"e$i" || exit 1; done) ||
+			{ fail "vers=$v: creating $NFS_ENTRIES entries"; ok=1; }
 		echo 3 >/proc/sys/vm/drop_caches
 		n=$(ls "$mnt/w$v/big" | wc -l)
-		[ "$n" = 5000 ] || { fail "vers=$v: $n of 5000 entries listed"; ok=1; }
+		[ "$n" = "$NFS_ENTRIES" ] || { fail "vers=$v: $n of $NFS_ENTRIES entries listed"; ok=1; }
 		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
-		ktap_print_msg "vers=$v: 5,000 entries and rm -rf: $((SECONDS - t0)) s"
+		ktap_print_msg "vers=$v: $NFS_ENTRIES entries and rm -rf: $((SECONDS - t0)) s"
 		t0=$SECONDS
 		mkdir "$mnt/w$v"
-		cp /tmp/nfs_big.bin "$mnt/w$v/big" && sync || { fail "vers=$v: 64 MiB in"; ok=1; }
+		cp /tmp/nfs_big.bin "$mnt/w$v/big" && sync || { fail "vers=$v: $NFS_BIG_MB MiB in"; ok=1; }
 		echo 3 >/proc/sys/vm/drop_caches
-		cmp -s /tmp/nfs_big.bin "$mnt/w$v/big" || { fail "vers=$v: 64 MiB read back differs"; ok=1; }
+		cmp -s /tmp/nfs_big.bin "$mnt/w$v/big" || { fail "vers=$v: $NFS_BIG_MB MiB read back differs"; ok=1; }
 		mv "$mnt/w$v/big" "$mnt/w$v/renamed" && ln "$mnt/w$v/renamed" "$mnt/w$v/hard" &&
 			ln -s renamed "$mnt/w$v/sym" || { fail "vers=$v: rename/link/symlink"; ok=1; }
 		[ "$(readlink "$mnt/w$v/sym")" = renamed ] || { fail "vers=$v: readlink"; ok=1; }
 		[ "$(command stat -c %h "$mnt/w$v/hard")" = 2 ] || { fail "vers=$v: link count"; ok=1; }
 		cmp -s /tmp/nfs_big.bin "$mnt/w$v/sym" || { fail "vers=$v: data through the symlink differs"; ok=1; }
 		rm -rf "$mnt/w$v" || { fail "vers=$v: rm -rf"; ok=1; }
-		ktap_print_msg "vers=$v: 64 MiB in and out, rename, links: $((SECONDS - t0)) s"
+		ktap_print_msg "vers=$v: $NFS_BIG_MB MiB in and out, rename, links: $((SECONDS - t0)) s"
 		umount "$mnt" || ok=1
 	done
 	mnt=/tmp/mnt_r

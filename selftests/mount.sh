@@ -126,7 +126,7 @@ mount_reconnects_with_new_thresholds() {
 	ensure_tracefs && echo >$tr/trace && echo 1 >$tr/events/rpcrdma_cm/rpcrdma_cm_xprt/enable ||
 		{ fail "no rpcrdma_cm_xprt trace event"; return 1; }
 	mkdir -p "$mnt"
-	[ -f /tmp/nfs_big.bin ] || head -c $((64 << 20)) /dev/urandom >/tmp/nfs_big.bin
+	[ -f /tmp/nfs_big.bin ] || head -c $((NFS_BIG_MB << 20)) /dev/urandom >/tmp/nfs_big.bin
 	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" ||
 		{ fail "mount"; return 1; }
 	first=$(grep " for=mount" "$DBG/connections" | grep state=established | tail -1)
