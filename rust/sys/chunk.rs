@@ -260,10 +260,9 @@ pub(crate) fn invalidate_async(task: KBox<dyn Invalidated>, chunks: ChunkLists) 
     let n = u32::try_from(v.len()).unwrap_or(0);
     let ctx = KBox::into_raw(ctx);
     let mut posted = 0u32;
-    // SAFETY: `v` holds `n` live chunks of the box `ctx`; C owns the box
-    // from here (unless it fails, then it is ours again) until it hands it
-    // to rpcrdma_cm_inv_done_rs(), which it does only after its last use of
-    // the chunks.
+    // C owns the box from here (unless it fails: then it is ours again) until
+    // it hands it to rpcrdma_cm_inv_done_rs(), after its last use of them.
+    // SAFETY: `v` holds `n` live chunks of the box `ctx` (see above).
     let ret = unsafe { rpcrdma_cm_chunks_inv(v.as_mut_ptr(), n, ctx.cast(), &mut posted) };
     if ret == 0 {
         return InvAsync::Taken(posted);
