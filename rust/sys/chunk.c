@@ -387,7 +387,14 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 		}
 		rpcrdma_cm_qp_leave(qp);
 	}
-	/* Completes: a live QP finishes the WRs, a closing one flushes them. */
+	/*
+	 * Completes: a live QP finishes the WRs, a closing one flushes them.
+	 * Called from this QP's completion work (a batch's task) it waits for
+	 * nothing: a call's REG_MRs are posted on this Send Queue before its
+	 * Send, so before its LOCAL_INVs, and their completions are handled in
+	 * order before the last LOCAL_INV's (rpcrdma_cm_chunks_inv() keeps
+	 * every chunk of a batch on one QP).
+	 */
 	wait_event(qp->wq, atomic_read(&c->inflight) == 0);
 	/*
 	 * An MR not known to be invalid is deregistered before the memory is
@@ -445,7 +452,8 @@ int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *p
 			.ex.invalidate_rkey = c->mr ? c->mr->rkey : 0,
 		};
 
-		if (!live || c->qp != qp || !c->registered || c->inv_posted) {
+		/* A batch is one call's chunks, all on one QP (see chunk_free). */
+		if (WARN_ON_ONCE(c->qp != qp) || !live || !c->registered || c->inv_posted) {
 			c->inv_skip = true;
 			continue;
 		}

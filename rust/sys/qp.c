@@ -417,7 +417,12 @@ void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b)
 	struct rpcrdma_cm_qp *qp = b->qp;
 	unsigned long flags;
 
-	/* Process context (nfsd's xpo_release_ctxt): the test delay may sleep. */
+	/*
+	 * Process context: nfsd's xpo_release_ctxt, or a completion's work
+	 * (a mount's Reply finished after its LOCAL_INVs, a call dropped by
+	 * nfsd's direct Receive handling). The test delay may sleep; in a
+	 * completion's work it holds up that CQ, in test builds only.
+	 */
 	if (delay)
 		msleep(delay);
 	spin_lock_irqsave(&qp->lock, flags);

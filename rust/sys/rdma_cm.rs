@@ -829,9 +829,11 @@ fn completion(wc: &rpcrdma_cm_wc_info) -> Completion<'_> {
 ///
 /// # Safety
 ///
-/// Called only by qp.c's Receive work, one completion at a time per QP (one
-/// work item), with `owner` the context given to `create_qp` and `qp` that
-/// QP, both alive until teardown has drained the QP and flushed the work,
+/// Called only by qp.c, one completion at a time per QP, in order: from its
+/// Receive work (one work item), or for a QP made with `recv_direct` from
+/// the CQ's polling work; with `owner` the context given to `create_qp` and
+/// `qp` that QP, both alive until teardown has drained the QP and flushed
+/// the work,
 /// and `wc` and `b` the completion and its buffer, valid for the call.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_recv_rs(
