@@ -318,16 +318,16 @@ impl CallSource for CallerCall<'_> {
         if end > self.shape.call_len as usize {
             return Err(EINVAL);
         }
-        let seed = self.req.seed(self.xid);
-        for (at, b) in (off..end).zip(out.iter_mut()) {
-            *b = if at < hn {
-                self.head[at]
-            } else if at < hn + data {
-                echo::pattern(seed, at - hn)
-            } else {
-                0
-            };
+        // The Call is the head, the data item's pattern, then its XDR pad:
+        // each part of `off..end` copied, generated or zeroed in one go.
+        let (h, d) = (hn.clamp(off, end), (hn + data).clamp(off, end));
+        let (head, rest) = out.split_at_mut(h - off);
+        let (item, pad) = rest.split_at_mut(d - h);
+        if h > off {
+            head.copy_from_slice(&self.head[off..h]);
         }
+        pattern_into(item, self.req.seed(self.xid), h.saturating_sub(hn));
+        pad.fill(0);
         Ok(())
     }
 

@@ -487,10 +487,15 @@ impl Regs {
         Ok(())
     }
 
+    /// Every chunk, the Call's then the Reply's.
+    fn chunks(&self) -> impl Iterator<Item = &Chunk> {
+        Iterator::chain(self.call.iter(), self.reply.iter())
+    }
+
     /// Whether the peer's Send With Invalidate of `rkey` left nothing to
     /// invalidate: no registration, or only the one it named.
     pub(super) fn invalidated_by(&self, rkey: Option<u32>) -> bool {
-        Iterator::chain(self.call.iter(), self.reply.iter()).all(|c| match c.registration() {
+        self.chunks().all(|c| match c.registration() {
             None => true,
             Some(r) => rkey == Some(r.rkey),
         })
@@ -514,7 +519,7 @@ impl Regs {
 
     /// MRs the registrations had to allocate (the rest were recycled).
     pub(super) fn new_mrs(&self) -> u32 {
-        let n = Iterator::chain(self.call.iter(), self.reply.iter()).filter(|c| c.new_mr());
+        let n = self.chunks().filter(|c| c.new_mr());
         u32::try_from(n.count()).unwrap_or(u32::MAX)
     }
 }
