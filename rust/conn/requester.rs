@@ -174,7 +174,7 @@ pub(super) struct Regs {
     /// `reply` is a Write chunk.
     pub(super) write_list: bool,
     /// A mount's entry whose Reply waits for its LOCAL_INVs (the chunks are
-    /// out with them, see `rpc_xprt::AfterInv`).
+    /// out with them, see `rpc_xprt::reply::AfterInv`).
     pub(super) deferred: bool,
 }
 

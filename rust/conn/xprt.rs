@@ -5,7 +5,7 @@
 //!
 //! - Requester (client role): `requester.rs`, the steps every requester
 //!   takes (plan, register, post, check the Reply's chunks, invalidate);
-//!   `rpc_xprt.rs` (a mount) and `client.rs` (the debugfs caller, test
+//!   `rpc_xprt/` (a mount) and `client.rs` (the debugfs caller, test
 //!   builds) match Replies to their calls and place them.
 //! - Responder (server role): `responder.rs` (credits, decoding, assembling
 //!   a long call, the reply inline or in chunks, RDMA_ERROR).

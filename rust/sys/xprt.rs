@@ -11,7 +11,7 @@
 //! References: the Rust context lives from setup to destroy. [`RpcXprt`], the
 //! context's handle on its C transport, is valid for as long: the context
 //! must not use it once [`XprtOps::destroy`] has returned (destroy waits for
-//! whoever still does, see `conn/rpc_xprt.rs`).
+//! whoever still does, see `conn/rpc_xprt/`).
 
 use core::ffi::c_void;
 use core::fmt::Write;
