@@ -487,7 +487,7 @@ impl Conn {
             Ok(done) => self.finish_reply(req, done, &mut regs, xid, rec),
             Err(_) => Ok(()),
         };
-        self.release_chunks(regs.into_chunks(), invalidated);
+        regs.release(self, invalidated);
         let done = result?;
         rec.reply = done.kind.name();
         rec.reply_len = done.reply_len;

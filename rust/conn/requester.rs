@@ -19,7 +19,7 @@
 //!    a Write chunk, a Reply chunk) and whether that is a chunk the Call
 //!    offered, no larger than offered (RFC 8166, Sections 3.4.6, 3.4.7 and
 //!    4.2); [`Regs::read_reply_chunk`] reads a Reply chunk.
-//! 5. [`Conn::release_chunks`]: LOCAL_INV for each registration, except the
+//! 5. [`Regs::release`]: LOCAL_INV for each registration, except the
 //!    one the Reply's Send With Invalidate invalidated.
 //!
 //! What differs between requesters stays with them: where a Call's bytes come
@@ -502,19 +502,39 @@ impl Regs {
     }
 
     /// Marks the chunk the peer invalidated with Send With Invalidate of
-    /// `rkey`, if it is one of these: it takes no LOCAL_INV.
-    pub(super) fn spare(&mut self, rkey: Option<u32>) {
-        let Some(rkey) = rkey else { return };
+    /// `rkey`, if it is one of these: it takes no LOCAL_INV. Whether one was.
+    pub(super) fn spare(&mut self, rkey: Option<u32>) -> bool {
+        let Some(rkey) = rkey else { return false };
+        let mut matched = false;
         for c in Iterator::chain(self.call.iter_mut(), self.reply.iter_mut()) {
             if c.registration().map(|r| r.rkey) == Some(rkey) {
                 c.remotely_invalidated();
+                matched = true;
             }
         }
+        matched
     }
 
-    /// Every chunk, the Call's then the Reply's (to release them).
-    pub(super) fn into_chunks(self) -> impl Iterator<Item = Chunk> {
-        Iterator::chain(self.call.into_iter(), self.reply)
+    /// Releases every chunk: LOCAL_INV for each registration, but the one
+    /// the Reply's Send With Invalidate of `invalidated` invalidated (if
+    /// any), counted on `conn`. Returns the LOCAL_INVs it took.
+    pub(super) fn release(mut self, conn: &Conn, invalidated: Option<u32>) -> u32 {
+        let matched = self.spare(invalidated);
+        let mut local = 0;
+        for c in Iterator::chain(self.call.into_iter(), self.reply) {
+            if c.release() {
+                conn.count(X::LocalInvalidations, 1);
+                local += 1;
+            }
+        }
+        match (invalidated, matched) {
+            (Some(_), true) => conn.count(X::RemoteInvalidations, 1),
+            // An rkey that is not one of this call's: the peer invalidated
+            // something else.
+            (Some(_), false) => conn.count(X::RemoteInvalidationsUnmatched, 1),
+            _ => {}
+        }
+        local
     }
 
     /// MRs the registrations had to allocate (the rest were recycled).
@@ -538,34 +558,5 @@ impl Conn {
             length: c.len(),
             offset: r.iova,
         })
-    }
-
-    /// Releases a call's chunks; `invalidated` is the rkey the reply's Send
-    /// With Invalidate invalidated, if any. Returns the LOCAL_INVs it took.
-    pub(super) fn release_chunks(
-        &self,
-        chunks: impl IntoIterator<Item = Chunk>,
-        invalidated: Option<u32>,
-    ) -> u32 {
-        let mut matched = false;
-        let mut local = 0;
-        for mut c in chunks {
-            if invalidated.is_some() && c.registration().map(|r| r.rkey) == invalidated {
-                c.remotely_invalidated();
-                matched = true;
-            }
-            if c.release() {
-                self.count(X::LocalInvalidations, 1);
-                local += 1;
-            }
-        }
-        match (invalidated, matched) {
-            (Some(_), true) => self.count(X::RemoteInvalidations, 1),
-            // An rkey that is not one of this call's: the peer invalidated
-            // something else.
-            (Some(_), false) => self.count(X::RemoteInvalidationsUnmatched, 1),
-            _ => {}
-        }
-        local
     }
 }

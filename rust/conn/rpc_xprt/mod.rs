@@ -423,7 +423,7 @@ impl ClientXprt {
     /// Releases a call's registrations: LOCAL_INV for each, but the one the
     /// server's Send With Invalidate invalidated (`invalidated`).
     fn release_regs(&self, conn: &Conn, regs: Regs, invalidated: Option<u32>) {
-        let local = conn.release_chunks(regs.into_chunks(), invalidated);
+        let local = regs.release(conn, invalidated);
         add(&self.counts.local_inv, u64::from(local));
     }
 }
