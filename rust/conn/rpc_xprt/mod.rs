@@ -88,9 +88,8 @@ impl XprtFactory for ClientFactory {
                     conn: None,
                     handed: false,
                     regs: RBTree::new(),
-                    users: 0,
-                    dead: false,
                 }),
+                users: AtomicU32::new(0),
                 idle <- new_condvar!(),
             }),
             GFP_KERNEL,
@@ -134,8 +133,6 @@ fn get(c: &AtomicU64) -> u64 {
 ///   completions, so they are dropped after the lock).
 /// - An entry marked `deferred` has no chunks: they are with its Reply's
 ///   LOCAL_INVs ([`reply::AfterInv`]), which forgets the entry when it runs.
-/// - `users` counts [`Entered`] and [`EnteredArc`] guards; once `dead` is
-///   set none is added, and destroy returns when `users` is 0.
 struct Inner {
     /// The connection in use or being made.
     conn: Option<Arc<Conn>>,
@@ -144,10 +141,6 @@ struct Inner {
     /// Chunks of the calls sent on `conn`, by XID, until their Reply (and,
     /// marked `deferred`, while the Reply waits for its LOCAL_INVs).
     regs: RBTree<u32, Regs>,
-    /// Receive handlers using the C transport now.
-    users: u32,
-    /// destroy has begun: nothing may use the C transport any more.
-    dead: bool,
 }
 
 impl Inner {
@@ -158,8 +151,15 @@ impl Inner {
 }
 
 /// One mount's transport. Fields are immutable (`state`, `x`, `net`,
-/// `peer`), atomic (`counts`, `bc_max`, `connects`), or under `inner`'s
-/// mutex ([`Inner`]); `idle` is waited on with `inner`'s guard.
+/// `peer`), atomic (`counts`, `bc_max`, `connects`, `users`), or under
+/// `inner`'s mutex ([`Inner`]); `idle` is waited on with `inner`'s guard.
+///
+/// # Invariants
+///
+/// `users` counts the [`Entered`] and [`EnteredArc`] guards, plus [`DEAD`]
+/// once destroy has begun. [`DEAD`] is set under `inner`'s lock and never
+/// cleared; once it is set no guard is added, and destroy returns when the
+/// count is 0 (the last guard to go then wakes it, under the lock).
 #[pin_data]
 pub(crate) struct ClientXprt {
     /// The module-wide state its connections are registered in.
@@ -178,6 +178,10 @@ pub(crate) struct ClientXprt {
     /// Connect attempts so far (the first is traced `connect`, the others
     /// `reconnect`).
     connects: AtomicU32,
+    /// Receive handlers (and calls waiting for their LOCAL_INVs) using the
+    /// C transport now; [`DEAD`] once destroy has begun. Atomic: a Reply
+    /// takes no lock for it.
+    users: AtomicU32,
     #[pin]
     inner: Mutex<Inner>,
     /// Signalled when the last user leaves after destroy began.
@@ -236,12 +240,17 @@ impl Drop for EnteredArc {
     }
 }
 
+/// In `users`: destroy has begun, nothing may use the C transport any more.
+const DEAD: u32 = 1 << 31;
+
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        let mut g = self.0.inner.lock();
-        g.users -= 1;
-        if g.users == 0 && g.dead {
-            self.0.idle.notify_all();
+        let x = self.0;
+        if x.users.fetch_sub(1, Ordering::AcqRel) == DEAD | 1 {
+            // The last user, and destroy waits: it checks the count under
+            // the lock, so it is either waiting or will see 0.
+            let _g = x.inner.lock();
+            x.idle.notify_all();
         }
     }
 }
@@ -271,12 +280,24 @@ impl ClientXprt {
     /// Lets a Receive handler use the C transport until the result drops;
     /// `None` once destroy has begun.
     fn enter(&self) -> Option<Entered<'_>> {
-        let mut g = self.inner.lock();
-        if g.dead {
-            return None;
+        let mut n = self.users.load(Ordering::Relaxed);
+        loop {
+            if n & DEAD != 0 {
+                return None;
+            }
+            match self
+                .users
+                .compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(Entered(self)),
+                Err(now) => n = now,
+            }
         }
-        g.users += 1;
-        Some(Entered(self))
+    }
+
+    /// Whether destroy has begun (set under `inner`'s lock).
+    fn dead(&self) -> bool {
+        self.users.load(Ordering::Relaxed) & DEAD != 0
     }
 
     /// sunrpc's connect: a fresh connection (and RFC 8797 negotiation),
@@ -390,11 +411,11 @@ impl ClientXprt {
         let regs = {
             let mut g = self.inner.lock();
             let current = g.is_current(conn);
-            if !current || g.dead {
+            if !current || self.dead() {
                 return;
             }
             if g.handed {
-                // Under the lock: destroy (which sets `dead` under it) cannot
+                // Under the lock: destroy (which sets DEAD under it) cannot
                 // have begun.
                 self.x.force_disconnect();
             }
@@ -483,10 +504,11 @@ impl XprtOps for ClientOps {
 
     fn destroy(&self) {
         self.0.close();
-        let mut g = self.0.inner.lock();
-        g.dead = true;
-        while g.users > 0 {
-            self.0.idle.wait(&mut g);
+        let x = &self.0;
+        let mut g = x.inner.lock();
+        x.users.fetch_or(DEAD, Ordering::AcqRel);
+        while x.users.load(Ordering::Acquire) != DEAD {
+            x.idle.wait(&mut g);
         }
     }
 }
