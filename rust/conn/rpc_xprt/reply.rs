@@ -88,10 +88,14 @@ impl ClientXprt {
             Err((xid, _)) => {
                 conn.count(X::HeaderErrors, 1);
                 add(&self.counts.bad_reply, 1);
-                // A header we cannot read fails its call, if we know which.
-                if let Some(rq) = xid.and_then(|x| self.x.lookup(x)) {
-                    self.release(conn, xid.unwrap_or(0), invalidated);
-                    rq.complete(Err(EIO));
+                // A header we cannot read fails its call, if we know which
+                // and it is this connection's to fail.
+                if let Some((rq, x)) = xid.and_then(|x| Some((self.x.lookup(x)?, x))) {
+                    if self.release(conn, x, invalidated) {
+                        rq.complete(Err(EIO));
+                    } else {
+                        conn.count(X::RepliesUnmatched, 1);
+                    }
                 }
                 return;
             }
@@ -407,12 +411,23 @@ impl ClientXprt {
         }
     }
 
-    /// Releases the chunks of call `xid`, if still held.
-    fn release(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) {
-        let regs = self.inner.lock().regs.remove(&xid);
+    /// Releases the chunks of call `xid`, if still held, for a Reply on
+    /// `conn` that fails the call. Whether the call is that Reply's to fail:
+    /// not if `conn` is no longer the connection in use (the call is sent
+    /// again on the next one), nor if an earlier Reply to it is being
+    /// finished ([`AfterInv`], which completes it).
+    fn release(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) -> bool {
+        let regs = {
+            let mut g = self.inner.lock();
+            if !g.is_current(conn) || g.regs.get(&xid).is_some_and(|r| r.deferred) {
+                return false;
+            }
+            g.regs.remove(&xid)
+        };
         if let Some(r) = regs {
             self.release_regs(conn, r, invalidated);
         }
+        true
     }
 }
 
