@@ -4,6 +4,7 @@
 //! pipeline, and the callback service's Replies to backchannel Calls.
 
 use kernel::prelude::*;
+use kernel::rbtree::RBTreeNodeReservation;
 
 use super::{add, ClientXprt};
 use crate::conn::requester::{self, CallSource, Registrar, Regs};
@@ -62,12 +63,17 @@ impl ClientXprt {
         // once. A call without chunks keeps nothing.
         let kept = !regs.call.is_empty() || !regs.reply.is_empty();
         if kept {
+            // The node is allocated first: chunks are never dropped under
+            // the lock (their release waits for LOCAL_INVs, whose completion
+            // may need the lock, see `AfterInv`).
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
             let old = {
                 let mut g = self.inner.lock();
                 if !g.is_current(&conn) {
+                    drop(g);
                     return Err(ENOTCONN);
                 }
-                g.regs.try_create_and_insert(rq.xid, regs, GFP_KERNEL)?
+                g.regs.insert(node.into_node(rq.xid, regs))
             };
             drop(old);
         }
