@@ -338,6 +338,13 @@ struct rpcrdma_cm_xprt {
  * (xprtrdma's default, RPCRDMA_DEF_SLOT_TABLE). The server's grant limits it.
  */
 #define RPCRDMA_CM_XPRT_SLOTS 128
+/*
+ * Requests a mount's transport keeps allocated (sunrpc's free list) from its
+ * creation to its end: calls up to this many in flight take no allocation
+ * of an rpc_rqst per RPC; past it sunrpc allocates and frees the rest, up to
+ * RPCRDMA_CM_XPRT_SLOTS. As many as a new connection's Receives cover.
+ */
+#define RPCRDMA_CM_XPRT_PREALLOC 32
 /* Backchannel Calls the server may have outstanding (xprtrdma's 16). */
 #define RPCRDMA_CM_BC_SLOTS 16
 /* xprtrdma's reconnect timeout (xprt_rdma.h), so a mount behaves the same. */
@@ -348,7 +355,7 @@ void rpcrdma_cm_xprt_unregister(void);
 struct xprt_create;
 struct xprt_class;
 struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct xprt_class *class,
-					      unsigned int slots);
+					      unsigned int slots, unsigned int prealloc);
 void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x);
 struct rpc_task;
 /*

@@ -284,7 +284,8 @@ static struct rpc_xprt *rpcrdma_cm_bc_setup(struct xprt_create *args)
 
 	if (!args->bc_xprt || args->bc_xprt->xpt_class != &rpcrdma_cm_svc_class)
 		return ERR_PTR(-EINVAL);
-	x = rpcrdma_cm_xprt_alloc(args, &rpcrdma_cm_bc_class, RPCRDMA_CM_SVC_BC_REQUESTS);
+	x = rpcrdma_cm_xprt_alloc(args, &rpcrdma_cm_bc_class, RPCRDMA_CM_SVC_BC_REQUESTS,
+				  RPCRDMA_CM_SVC_BC_REQUESTS);
 	if (IS_ERR(x))
 		return ERR_CAST(x);
 	xprt = &x->xprt;

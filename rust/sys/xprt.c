@@ -425,11 +425,12 @@ static const struct rpc_xprt_ops rpcrdma_cm_xprt_ops = {
 
 /*
  * A transport of ours for @args (a mount's, or nfsd's backchannel: @class),
- * set up as xprtrdma sets one up, with @slots requests at most and a module
- * reference that rpcrdma_cm_xprt_free() drops.
+ * set up as xprtrdma sets one up, with @slots requests at most, @prealloc of
+ * them allocated now and kept (sunrpc allocates the others per RPC), and a
+ * module reference that rpcrdma_cm_xprt_free() drops.
  */
 struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct xprt_class *class,
-					      unsigned int slots)
+					      unsigned int slots, unsigned int prealloc)
 {
 	struct rpcrdma_cm_xprt *x;
 	struct rpc_xprt *xprt;
@@ -438,7 +439,7 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 		return ERR_PTR(-EBADF);
 	if (!try_module_get(THIS_MODULE))
 		return ERR_PTR(-EIO);
-	xprt = xprt_alloc(args->net, sizeof(*x), 0, slots);
+	xprt = xprt_alloc(args->net, sizeof(*x), prealloc, slots);
 	if (!xprt) {
 		module_put(THIS_MODULE);
 		return ERR_PTR(-ENOMEM);
@@ -476,7 +477,8 @@ void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x)
 static struct rpc_xprt *rpcrdma_cm_xprt_setup(struct xprt_create *args)
 {
 	struct rpcrdma_cm_xprt *x = rpcrdma_cm_xprt_alloc(args, &rpcrdma_cm_xprt_class,
-							  RPCRDMA_CM_XPRT_SLOTS);
+							  RPCRDMA_CM_XPRT_SLOTS,
+							  RPCRDMA_CM_XPRT_PREALLOC);
 	int rc;
 
 	if (IS_ERR(x))
