@@ -91,7 +91,7 @@ impl ClientXprt {
                 // A header we cannot read fails its call, if we know which
                 // and it is this connection's to fail.
                 if let Some((rq, x)) = xid.and_then(|x| Some((self.x.lookup(x)?, x))) {
-                    if self.release(conn, x, invalidated) {
+                    if self.release_failed(conn, x, invalidated) {
                         rq.complete(Err(EIO));
                     } else {
                         conn.count(X::RepliesUnmatched, 1);
@@ -265,7 +265,7 @@ impl ClientXprt {
             return Err((rq, regs));
         };
         // The chunk the server invalidated takes no LOCAL_INV.
-        regs.spare(invalidated);
+        let _ = regs.spare(invalidated);
         let write_list = regs.write_list;
         let chunks = [
             core::mem::take(&mut regs.call),
@@ -416,7 +416,7 @@ impl ClientXprt {
     /// not if `conn` is no longer the connection in use (the call is sent
     /// again on the next one), nor if an earlier Reply to it is being
     /// finished ([`AfterInv`], which completes it).
-    fn release(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) -> bool {
+    fn release_failed(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) -> bool {
         let regs = {
             let mut g = self.inner.lock();
             if !g.is_current(conn) || g.regs.get(&xid).is_some_and(|r| r.deferred) {
