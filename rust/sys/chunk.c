@@ -26,8 +26,7 @@
  */
 struct rpcrdma_cm_chunk {
 	struct rpcrdma_cm_qp *qp;
-	struct page **pages;
-	struct scatterlist *sgl;
+	struct page **pages;	/* one per page, after @sgl (rpcrdma_cm_chunk_new) */
 	u32 npages;
 	u32 len;
 	u32 offset;		/* of the first octet in pages[0] */
@@ -52,6 +51,7 @@ struct rpcrdma_cm_chunk {
 	struct rpcrdma_cm_inv_batch *inv_batch;
 	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
 	int mr_status;		/* first failed completion, else 0 */
+	struct scatterlist sgl[];	/* one per page, then @pages */
 };
 
 /*
@@ -84,19 +84,13 @@ static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_new(struct rpcrdma_cm_qp *qp, u
 {
 	struct rpcrdma_cm_chunk *c;
 
-	if (!len || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
+	if (!len || !npages || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
 		return NULL;
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	/* One allocation: the chunk, its scatterlist, its page array. */
+	c = kzalloc(struct_size(c, sgl, npages) + npages * sizeof(*c->pages), GFP_KERNEL);
 	if (!c)
 		return NULL;
-	c->pages = kcalloc(npages, sizeof(*c->pages), GFP_KERNEL);
-	c->sgl = kcalloc(npages, sizeof(*c->sgl), GFP_KERNEL);
-	if (!c->pages || !c->sgl) {
-		kfree(c->pages);
-		kfree(c->sgl);
-		kfree(c);
-		return NULL;
-	}
+	c->pages = (struct page **)&c->sgl[npages];
 	sg_init_table(c->sgl, npages);
 	c->len = len;
 	atomic_set(&c->inflight, 0);
@@ -407,8 +401,9 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 			ib_dereg_mr(c->mr))) {
 		/*
 		 * The registration may still be live: keep the memory mapped and
-		 * allocated for good rather than hand it back while the peer can
-		 * reach it.
+		 * allocated for good (its pages stay referenced and DMA-mapped;
+		 * only the chunk's own bookkeeping goes) rather than hand it
+		 * back while the peer can reach it.
 		 */
 		pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed: leaking a chunk of %u pages\n",
 				   c->npages);
@@ -420,8 +415,6 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 		ib_dma_unmap_sg(dev, c->sgl, c->npages, c->dir);
 	for (i = 0; i < c->npages; i++)
 		put_page(c->pages[i]);
-	kfree(c->pages);
-	kfree(c->sgl);
 	kfree(c);
 	rpcrdma_cm_qp_put(qp);
 	return posted;
