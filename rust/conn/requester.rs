@@ -88,8 +88,7 @@ impl Registrar<'_> {
     fn register(&self, c: &mut Chunk, remote_write: bool) -> Result {
         self.conn
             .register_chunk(c, remote_write)
-            .inspect_err(|e| trace::xprt(self.conn.id, "reg_failed", self.xid, e.to_errno()))?;
-        Ok(())
+            .inspect_err(|e| trace::xprt(self.conn.id, "reg_failed", self.xid, e.to_errno()))
     }
 
     /// Registers `c` and puts it into `out`: registered first, then kept
@@ -188,19 +187,21 @@ pub(super) struct Wire {
     inline: [(u32, u32); 2],
 }
 
+/// The segment of a registered chunk, as the header lists it.
+fn segment(c: &Chunk) -> Result<Segment> {
+    let r = c.registration().ok_or(EINVAL)?;
+    Ok(Segment {
+        handle: r.rkey,
+        length: c.len(),
+        offset: r.iova,
+    })
+}
+
 /// The segments of `chunks` (registered), as the header lists them.
 fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
     let mut v = KVec::with_capacity(chunks.len(), GFP_KERNEL)?;
     for c in chunks {
-        let r = c.registration().ok_or(EINVAL)?;
-        v.push(
-            Segment {
-                handle: r.rkey,
-                length: c.len(),
-                offset: r.iova,
-            },
-            GFP_KERNEL,
-        )?;
+        v.push(segment(c)?, GFP_KERNEL)?;
     }
     Ok(v)
 }
@@ -268,16 +269,10 @@ pub(super) fn prepare(
         }
         ReplyPlan::ReplyChunk { len, .. } => reg.alloc(&mut regs.reply, len, true)?,
     }
-    let call_segs = segments(&regs.call)?;
-    let mut reads = KVec::with_capacity(call_segs.len(), GFP_KERNEL)?;
-    for seg in call_segs.iter() {
-        reads.push(
-            ReadSegment {
-                position,
-                segment: *seg,
-            },
-            GFP_KERNEL,
-        )?;
+    let mut reads = KVec::with_capacity(regs.call.len(), GFP_KERNEL)?;
+    for c in regs.call.iter() {
+        let segment = segment(c)?;
+        reads.push(ReadSegment { position, segment }, GFP_KERNEL)?;
     }
     let wire = Wire {
         nomsg,
@@ -547,16 +542,12 @@ impl Regs {
 impl Conn {
     /// Registers `c` for the peer to read, or write with `remote_write`
     /// ([`Chunk::register`]), counting it and the MR it had to allocate.
-    pub(super) fn register_chunk(&self, c: &mut Chunk, remote_write: bool) -> Result<Segment> {
-        let r = c.register(remote_write)?;
+    pub(super) fn register_chunk(&self, c: &mut Chunk, remote_write: bool) -> Result {
+        c.register(remote_write)?;
         self.count(X::Registrations, 1);
         if c.new_mr() {
             self.count(X::MrsAllocated, 1);
         }
-        Ok(Segment {
-            handle: r.rkey,
-            length: c.len(),
-            offset: r.iova,
-        })
+        Ok(())
     }
 }
