@@ -22,8 +22,9 @@ use crate::sys::xprt::{PinnedRqst, BC_SLOTS, SLOTS};
 /// when the last LOCAL_INV completes ([`invalidate_async`], which holds the
 /// chunks meanwhile), from the CQ's work. Its Receive buffer and the pinned
 /// request are kept until then (`Some` until [`Invalidated::invalidated`]);
-/// the call's entry in `regs` stays, marked deferred, so that a second
-/// Reply to it is not taken.
+/// the call's entry in `regs` stays, marked deferred, until the call is
+/// completed, so that a second Reply to it (handled meanwhile in the
+/// Receive work) is not taken.
 struct AfterInv {
     x: Arc<ClientXprt>,
     conn: Arc<Conn>,
@@ -47,12 +48,13 @@ impl Invalidated for AfterInv {
         let (Some(rq), Some(buf)) = (self.rq.take(), self.buf.take()) else {
             return;
         };
-        let current = self.x.undefer(&self.conn, self.xid);
+        let current = self.x.inner.lock().is_current(&self.conn);
         if status != 0 || !current {
             // A flushed LOCAL_INV (the QP went to the error state: its MR is
             // deregistered at release), or a connection sunrpc closed
             // meanwhile: as xprtrdma, the call is not completed from here;
             // it is sent again on the next connection.
+            self.x.undefer(&self.conn, self.xid);
             self.x.release_regs(&self.conn, regs, self.invalidated);
             drop(rq);
             return;
@@ -68,6 +70,9 @@ impl Invalidated for AfterInv {
                 rq.complete(Err(EIO));
             }
         }
+        // Completed: sunrpc's lookup no longer finds the call, so the entry
+        // can go.
+        self.x.undefer(&self.conn, self.xid);
     }
 }
 
@@ -226,18 +231,18 @@ impl ClientXprt {
         Some((regs, g.conn.clone()))
     }
 
-    /// Forgets the deferred entry of call `xid` (see [`AfterInv`]); whether
-    /// `conn` is still the connection in use.
-    fn undefer(&self, conn: &Conn, xid: u32) -> bool {
+    /// Forgets the deferred entry of call `xid` on `conn` (see
+    /// [`AfterInv`]), if `conn` is still the connection in use.
+    fn undefer(&self, conn: &Conn, xid: u32) {
         let mut g = self.inner.lock();
+        // Entries are those of the connection in use: once `conn` is not,
+        // its entries went with it, and one found is another connection's.
         let old = match g.regs.get(&xid) {
-            Some(r) if r.deferred => g.regs.remove(&xid),
+            Some(r) if r.deferred && g.is_current(conn) => g.regs.remove(&xid),
             _ => None,
         };
-        let current = g.is_current(conn);
         drop(g);
         drop(old);
-        current
     }
 
     /// Hands the call of `rq` to its LOCAL_INVs' completion ([`AfterInv`]),
