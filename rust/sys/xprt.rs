@@ -42,6 +42,7 @@ use super::to_c_int;
 use super::xdr_buf::XdrMsg;
 
 pub(crate) use super::bindings::RPCRDMA_CM_BC_SLOTS as BC_SLOTS;
+pub(crate) use super::bindings::RPCRDMA_CM_XPRT_PREALLOC as PREALLOC;
 pub(crate) use super::bindings::RPCRDMA_CM_XPRT_SLOTS as SLOTS;
 pub(crate) use super::bindings::{XDRBUF_READ, XDRBUF_WRITE};
 

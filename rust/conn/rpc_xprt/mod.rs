@@ -48,7 +48,9 @@ use crate::sys::qp::{Qp, SEND_BATCH};
 use crate::sys::rdma_cm::{CmId, Completion, Net};
 use crate::sys::trace;
 use crate::sys::wait::Waited;
-use crate::sys::xprt::{MountStats, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, SLOTS};
+use crate::sys::xprt::{
+    MountStats, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SLOTS, PREALLOC, SLOTS,
+};
 
 /// Receives a mount's connection posts at most: one per call in flight, one
 /// per backchannel Call the server may send, and the one being handled (as
@@ -56,8 +58,9 @@ use crate::sys::xprt::{MountStats, RpcRqst, RpcXprt, XprtFactory, XprtOps, BC_SL
 pub(super) const MOUNT_RECV_DEPTH: u32 = SLOTS + BC_SLOTS + 1;
 /// Calls in flight a new connection's Receives cover: more are posted when
 /// the server grants more credits (as xprtrdma's rpcrdma_post_recvs), so a
-/// mount of a server that grants few costs few buffers.
-const MOUNT_INITIAL_CALLS: u32 = 32;
+/// mount of a server that grants few costs few buffers. As many as the
+/// requests the transport keeps allocated (`RPCRDMA_CM_XPRT_PREALLOC`).
+const MOUNT_INITIAL_CALLS: u32 = PREALLOC;
 /// Receives a mount's connection posts at first.
 pub(super) const MOUNT_RECV_INITIAL: u32 = MOUNT_INITIAL_CALLS + BC_SLOTS + 1;
 /// Send buffers of a mount's connection: one per call or callback Reply in
