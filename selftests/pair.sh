@@ -74,14 +74,22 @@ a_our_stats() {
 }
 
 serve() {
-	local req
+	local req r wd
 	pair_link "$PAIR_A" || { echo fail >"$PAIR_DIR/ready"; return 1; }
 	echo ok >"$PAIR_DIR/ready"
+	# The log (guest a's output), for the watchdog below.
+	exec 3>&1
 	while [ ! -e "$PAIR_DIR/done" ]; do
 		for req in "$PAIR_DIR"/*.req; do
 			[ -e "$req" ] || continue
 			req=$(basename "$req" .req)
+			# A request still running after 100 s (ask() gives up at 120 s)
+			# prints guest a's blocked tasks and kernel log into the log
+			# (watchdog); detached, so that a request's own wait does not
+			# wait for it.
+			wd=$({ TEST_WATCHDOG=100 watchdog "a_$req" </dev/null >&3 2>&3 & } && echo $!)
 			if "a_$req" >"$PAIR_DIR/$req.out" 2>&1; then r=ok; else r=fail; fi
+			kill_tree "$wd"
 			rm -f "$PAIR_DIR/$req.req"
 			echo "$r" >"$PAIR_DIR/$req.res"
 		done
