@@ -578,6 +578,14 @@ nfs3_acls() {
 # (pair.sh: the VM's hard timeout ends the run). Started detached so that a
 # test's own bare `wait` does not wait for it.
 WATCHDOG_PID=/run/rpcrdma_cm-watchdog.pid
+# watchdog_start NAME: the watchdog for NAME, detached (a test's own bare
+# `wait` does not wait for it); watchdog_stop ends it and its sleep.
+watchdog_start() {
+	(watchdog "$1" </dev/null & echo $! >"$WATCHDOG_PID")
+}
+watchdog_stop() {
+	kill_tree "$(cat "$WATCHDOG_PID")"
+}
 watchdog() {
 	local p st stack
 	sleep "${TEST_WATCHDOG:-600}"

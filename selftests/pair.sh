@@ -74,22 +74,19 @@ a_our_stats() {
 }
 
 serve() {
-	local req r wd
+	local req r
 	pair_link "$PAIR_A" || { echo fail >"$PAIR_DIR/ready"; return 1; }
 	echo ok >"$PAIR_DIR/ready"
-	# The log (guest a's output), for the watchdog below.
-	exec 3>&1
 	while [ ! -e "$PAIR_DIR/done" ]; do
 		for req in "$PAIR_DIR"/*.req; do
 			[ -e "$req" ] || continue
 			req=$(basename "$req" .req)
 			# A request still running after 100 s (ask() gives up at 120 s)
-			# prints guest a's blocked tasks and kernel log into the log
-			# (watchdog); detached, so that a request's own wait does not
-			# wait for it.
-			wd=$({ TEST_WATCHDOG=100 watchdog "a_$req" </dev/null >&3 2>&3 & } && echo $!)
+			# prints guest a's blocked tasks and kernel log into guest a's
+			# output.
+			TEST_WATCHDOG=100 watchdog_start "a_$req"
 			if "a_$req" >"$PAIR_DIR/$req.out" 2>&1; then r=ok; else r=fail; fi
-			kill_tree "$wd"
+			watchdog_stop
 			rm -f "$PAIR_DIR/$req.req"
 			echo "$r" >"$PAIR_DIR/$req.res"
 		done
@@ -314,7 +311,7 @@ drive() {
 		rc=1 link=1
 	fi
 	for t in $tests; do
-		(watchdog "$t" & echo $! >"$WATCHDOG_PID")
+		watchdog_start "$t"
 		if [ "$link" = 0 ] && "$t"; then r=0; else r=1; fi
 		# A debug kernel: the test fails if kmemleak finds a leak in either
 		# guest after it (kmemleak_clean, as in the single-guest suite).
@@ -323,7 +320,7 @@ drive() {
 			ask kmemleak_clean || r=1
 		fi
 		if [ "$r" = 0 ]; then ktap_test_pass "$t"; else ktap_test_fail "$t"; rc=1; fi
-		kill "$(cat "$WATCHDOG_PID")" 2>/dev/null
+		watchdog_stop
 	done
 	echo done >"$PAIR_DIR/done"
 	ktap_finished
