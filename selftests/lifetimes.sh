@@ -10,6 +10,7 @@ LIFETIME_TESTS="
 	read_chunks_at_two_positions_to_nfsd
 	listener_stays_stopped_when_a_device_comes
 	rw_chain_posted_in_part
+	reg_mr_posted_without_its_send
 "
 
 # nfsd_threads: nfsd's thread count (0 when it is not running).
@@ -222,6 +223,18 @@ listener_stays_stopped_when_a_device_comes() {
 	return $ok
 }
 
+# mount_over_ours MNT: our module alone (both classes), nfsd over it, the
+# test files exported, and MNT a hard NFS 4.2 mount over our client.
+mount_over_ours() {
+	unload_transports || return 1
+	load_module xprt_class=1 || return 1
+	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
+	nfs_files || return 1
+	mkdir -p "$1"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$1" ||
+		{ fail "mount"; return 1; }
+}
+
 # An RDMA Read or Write chain the device takes only in part (ib_post_send()
 # refusing a WR after the first): the WRs posted use the chain's mappings
 # and pages until they complete or are flushed, so the chain must outlive
@@ -235,13 +248,7 @@ listener_stays_stopped_when_a_device_comes() {
 # freed at once) needs a device that reads its WRs later.
 rw_chain_posted_in_part() {
 	local ok=0 mnt=/tmp/mnt_part i cc0 cc1 cc2 line p0 parts
-	unload_transports || return 1
-	load_module xprt_class=1 || return 1
-	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
-	nfs_files || return 1
-	mkdir -p "$mnt"
-	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$mnt" ||
-		{ fail "mount"; return 1; }
+	mount_over_ours "$mnt" || return 1
 	cc0=$(mountstat 3)
 	p0=$(klog | grep -c 'posted in part')
 	setp test_rw_post_part 1 || ok=1
@@ -265,6 +272,47 @@ rw_chain_posted_in_part() {
 	rpc.nfsd 0
 	line=$(grep ' role=server ' "$DBG/connections" | grep -v -e 'state=closed' -e 'state=disconnected' -e 'state=closed_by_nfsd' | head -1)
 	[ -z "$line" ] || ktap_print_msg "still open: $line"
+	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
+	rmmod_within 10 rpcrdma_cm
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# A Send the device refuses after the REG_MRs posted in front of it in the
+# same ib_post_send(): those registrations are live, so the call's release
+# invalidates them (LOCAL_INV) before their MRs go back for reuse, and
+# sunrpc sends the call again (ENOBUFS). test_send_post_part=1 makes the
+# next Send that carries REG_MRs (a 1 MiB direct WRITE's Read chunk) go in
+# part. The data arrives byte for byte on the same connection: an MR
+# recycled while still valid would fail the next REG_MR that takes it (the
+# next WRITE's; rxe registers only a free MR) and end the connection. Then
+# the module unloads.
+reg_mr_posted_without_its_send() {
+	local ok=0 mnt=/tmp/mnt_regpart cc0 cc1 r0 r1 l0 l1 i f
+	mount_over_ours "$mnt" || return 1
+	cc0=$(mountstat 3) r0=$(stat registrations) l0=$(stat local_invalidations)
+	setp test_send_post_part 1 || ok=1
+	timeout 120 dd if=/tmp/export/f_1048576 of="$mnt/p_1048576" bs=1M oflag=direct status=none ||
+		{ fail "1 MiB direct write"; ok=1; }
+	[ "$(cat "$PARAMS/test_send_post_part")" = 0 ] || { fail "no Send carried a REG_MR"; ok=1; }
+	setp test_send_post_part 0
+	# The MRs of the refused Send are the next ones taken.
+	for i in 1 2 3; do
+		timeout 120 dd if=/tmp/export/f_1048576 of="$mnt/q$i" bs=1M oflag=direct status=none ||
+			{ fail "1 MiB direct write $i"; ok=1; }
+	done
+	for f in p_1048576 q1 q2 q3; do
+		cmp -s /tmp/export/f_1048576 "/tmp/export/$f" || { fail "the server's $f differs"; ok=1; }
+	done
+	cc1=$(mountstat 3) r1=$(stat registrations) l1=$(stat local_invalidations)
+	ktap_print_msg "connect_count $cc0 -> $cc1; registrations +$((r1 - r0)), local_invalidations +$((l1 - l0))"
+	[ "$cc1" = "$cc0" ] || { fail "the connection ended"; ok=1; }
+	# The refused Send's REG_MR was posted: its release invalidated it
+	# (the others may have been invalidated by the server instead).
+	[ $((l1 - l0)) -ge 1 ] || { fail "no LOCAL_INV for the REG_MR in front of the refused Send"; ok=1; }
+	rm -f /tmp/export/p_1048576 /tmp/export/q[123]
+	umount "$mnt" || { fail "umount"; ok=1; }
+	rpc.nfsd 0
 	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
 	rmmod_within 10 rpcrdma_cm
 	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }

@@ -528,7 +528,8 @@ impl Conn {
     ) -> Result {
         let src = CallerCall::new(req, xid)?;
         let wire = requester::prepare(self, qp, fr_pages, &src, p, regs)?;
-        requester::post(self, qp, neg, &src, QP_DEPTH, &wire)?;
+        let e = requester::encode(qp, neg, &src, QP_DEPTH, &wire)?;
+        requester::post(self, e, regs)?;
         Ok(())
     }
 

@@ -9,12 +9,13 @@
 //!    item in a Read chunk, or the whole Call in a Position-Zero Read chunk
 //!    (RDMA_NOMSG); the Reply inline, its DDP item in a Write chunk, or whole
 //!    in a Reply chunk.
-//! 2. [`prepare`]: registers the chunks the plan names (FRWR, before the Send
-//!    that names them) through the Call's [`CallSource`], which decides what
+//! 2. [`prepare`]: registers the chunks the plan names (FRWR, their REG_MRs
+//!    posted with the Send that names them) through the Call's [`CallSource`], which decides what
 //!    memory backs a DDP item (the RPC's own pages, or pages of ours), and
 //!    lists their segments for the header.
-//! 3. [`post`]: encodes the transport header and the inline parts of the Call
-//!    into one Send, within the negotiated client-to-server threshold.
+//! 3. [`encode`] and [`post`]: encodes the transport header and the inline
+//!    parts of the Call into one Send, within the negotiated client-to-server
+//!    threshold, and posts it with the chunks' REG_MRs in front of it.
 //! 4. [`reply_kind`] and [`Regs::check`]: where the Reply says it is (inline,
 //!    a Write chunk, a Reply chunk) and whether that is a chunk the Call
 //!    offered, no larger than offered (RFC 8166, Sections 3.4.6, 3.4.7 and
@@ -37,7 +38,7 @@ use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::qp::Qp;
+use crate::sys::qp::{Qp, SendBuf};
 use crate::sys::trace;
 use crate::sys::xdr_buf::XdrMsg;
 
@@ -284,15 +285,21 @@ pub(super) fn prepare(
     Ok(wire)
 }
 
-/// Sends `src` as `wire` lays it out, asking for `credits`; the octets sent.
-pub(super) fn post(
-    conn: &Conn,
+/// A Call in its Send buffer, ready to post ([`post`]).
+pub(super) struct Encoded {
+    buf: SendBuf,
+    len: usize,
+}
+
+/// Encodes `src` into a Send buffer as `wire` lays it out, asking for
+/// `credits` (step 3).
+pub(super) fn encode(
     qp: &Qp,
     neg: &Negotiated,
     src: &dyn CallSource,
     credits: u32,
     wire: &Wire,
-) -> Result<usize> {
+) -> Result<Encoded> {
     let wl: [&[Segment]; 1] = [&wire.reply];
     let (writes, reply): (&[&[Segment]], _) = match (wire.write_list, wire.reply.is_empty()) {
         (true, _) => (&wl, None),
@@ -307,23 +314,30 @@ pub(super) fn post(
         writes,
         reply,
     };
-    let mut sent = 0;
-    qp.send(None, |buf| {
+    let mut len = 0;
+    let buf = qp.send_buf(|buf| {
         let limit = buf.len().min(neg.c2s as usize);
         let buf = &mut buf[..limit];
         let mut at = encode_msg(buf, &spec).map_err(short)?;
-        for (off, len) in wire.inline {
-            let end = at + len as usize;
+        for (off, n) in wire.inline {
+            let end = at + n as usize;
             src.read(off, buf.get_mut(at..end).ok_or(EMSGSIZE)?)?;
             at = end;
         }
-        sent = at;
+        len = at;
         Ok(at)
     })?;
+    Ok(Encoded { buf, len })
+}
+
+/// Posts the Call `e`, the REG_MRs of its chunks `regs` in front of it;
+/// the octets sent.
+pub(super) fn post(conn: &Conn, e: Encoded, regs: &Regs) -> Result<usize> {
+    e.buf.post(None, [&regs.call, &regs.reply])?;
     conn.touch();
     conn.count(X::CallsSent, 1);
-    conn.count(X::BytesSend, sent as u64);
-    Ok(sent)
+    conn.count(X::BytesSend, e.len as u64);
+    Ok(e.len)
 }
 
 /// Where a Reply is, as its transport header says.

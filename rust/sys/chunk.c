@@ -40,6 +40,16 @@ struct rpcrdma_cm_chunk {
 	 */
 	enum dma_data_direction dir;
 	struct ib_cqe reg_cqe, inv_cqe;
+	/*
+	 * The REG_MR rpcrdma_cm_chunk_register() prepared, posted in front of
+	 * the Send that names the chunk (rpcrdma_cm_send_post(): one
+	 * ib_post_send() for both, as xprtrdma's frwr_send): @reg_pending
+	 * until then. @chain links the chunks of one such Send, for the
+	 * duration of the post only.
+	 */
+	struct ib_reg_wr reg;
+	bool reg_pending;
+	struct rpcrdma_cm_chunk *chain;
 	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
 	/*
 	 * rpcrdma_cm_chunks_inv(): the LOCAL_INV it posted (its batch, until
@@ -281,18 +291,19 @@ void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp)
 }
 
 /*
- * Registers the chunk with FRWR (IB_WR_REG_MR, posted before whatever Send
- * announces it, so the QP's ordering makes it valid in time), for the peer to
- * read (@remote_write false) or write. Returns the rkey and the address the
- * peer uses, and 1 if that took a new MR, 0 if a recycled one. A chunk is
- * registered at most once.
+ * Prepares the chunk's FRWR registration (IB_WR_REG_MR), for the peer to
+ * read (@remote_write false) or write: maps it and an MR, and leaves the
+ * REG_MR pending, to be posted in front of the Send that announces it
+ * (rpcrdma_cm_chunk_chain(), rpcrdma_cm_send_post()), so the QP's ordering
+ * makes it valid in time. Returns the rkey and the address the peer uses,
+ * and 1 if that took a new MR, 0 if a recycled one. A chunk is registered at
+ * most once.
  */
 int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 			      u32 *rkey, u64 *iova)
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
 	struct ib_device *dev = qp->pd->device;
-	struct ib_reg_wr reg = {};
 	struct ib_mr *mr;
 	bool fresh;
 	int ret, n;
@@ -320,26 +331,77 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 		goto out;
 	}
 	c->reg_cqe.done = rpcrdma_cm_reg_done;
-	reg.wr.opcode = IB_WR_REG_MR;
-	reg.wr.wr_cqe = &c->reg_cqe;
-	reg.wr.send_flags = IB_SEND_SIGNALED;
-	reg.mr = mr;
-	reg.key = mr->rkey;
-	reg.access = IB_ACCESS_LOCAL_WRITE |
-		     (remote_write ? IB_ACCESS_REMOTE_WRITE : IB_ACCESS_REMOTE_READ);
-	atomic_inc(&c->inflight);
-	ret = rpcrdma_cm_post_send(qp, &reg.wr);
-	if (ret) {
-		atomic_dec(&c->inflight);
-		goto out;
-	}
-	c->registered = true;
+	c->reg.wr.opcode = IB_WR_REG_MR;
+	c->reg.wr.wr_cqe = &c->reg_cqe;
+	c->reg.wr.send_flags = IB_SEND_SIGNALED;
+	c->reg.mr = mr;
+	c->reg.key = mr->rkey;
+	c->reg.access = IB_ACCESS_LOCAL_WRITE |
+			(remote_write ? IB_ACCESS_REMOTE_WRITE : IB_ACCESS_REMOTE_READ);
+	c->reg_pending = true;
 	*rkey = mr->rkey;
 	*iova = mr->iova;
 	ret = fresh;
 out:
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
+}
+
+void rpcrdma_cm_chunk_chain(struct rpcrdma_cm_chunk *c, struct rpcrdma_cm_chunk *next)
+{
+	c->chain = next;
+}
+
+/*
+ * The WRs of the chain from @first: each pending REG_MR in order, then
+ * @send. Each is counted in flight and marked registered before the post
+ * (its completion may run before ib_post_send() returns). Under @qp->lock.
+ */
+struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send)
+{
+	struct ib_send_wr *head = NULL, **link = &head;
+	struct rpcrdma_cm_chunk *c;
+
+	for (c = first; c; c = c->chain) {
+		lockdep_assert_held(&c->qp->lock);
+		WARN_ON_ONCE(c->qp != first->qp);
+		if (!c->reg_pending)
+			continue;
+		atomic_inc(&c->inflight);
+		c->registered = true;
+		*link = &c->reg.wr;
+		link = &c->reg.wr.next;
+	}
+	*link = send;
+	return head;
+}
+
+/*
+ * After the post of rpcrdma_cm_chain_wrs(@first)'s WRs: those in front of
+ * @bad (all of them if @bad is NULL) were posted; the others are undone,
+ * never to complete, so their chunks need no LOCAL_INV. The chain's links
+ * go. Under @qp->lock.
+ */
+void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad)
+{
+	struct rpcrdma_cm_chunk *c, *next;
+	bool posted = true;
+
+	for (c = first; c; c = next) {
+		lockdep_assert_held(&c->qp->lock);
+		next = c->chain;
+		c->chain = NULL;
+		if (!c->reg_pending)
+			continue;
+		c->reg_pending = false;
+		c->reg.wr.next = NULL;
+		if (&c->reg.wr == bad)
+			posted = false;
+		if (!posted) {
+			c->registered = false;
+			atomic_dec(&c->inflight);
+		}
+	}
 }
 
 /*
@@ -594,21 +656,8 @@ static int rpcrdma_cm_rw_post(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first
 			      const struct ib_send_wr **bad)
 {
 #ifdef RPCRDMA_CM_TEST
-	unsigned int n = READ_ONCE(rpcrdma_cm_param_test_rw_post_part.value);
-	struct ib_send_wr *rest = first->next;
-	int ret;
-
-	do {
-		if (!n || !rest)
-			return ib_post_send(qp->id->qp, first, bad);
-	} while (!try_cmpxchg(&rpcrdma_cm_param_test_rw_post_part.value, &n, n - 1));
-	first->next = NULL;
-	ret = ib_post_send(qp->id->qp, first, bad);
-	first->next = rest;
-	if (ret)
-		return ret;
-	*bad = rest;
-	return -ENOMEM;
+	return rpcrdma_cm_post_part(qp, first, first->next, &rpcrdma_cm_param_test_rw_post_part,
+				    bad);
 #else
 	return ib_post_send(qp->id->qp, first, bad);
 #endif

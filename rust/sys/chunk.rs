@@ -10,23 +10,24 @@
 //! teardown waits for its chunks to be dropped, so that nothing of the
 //! connection is left on the device when the device goes away: a holder must
 //! drop its chunks once the connection has failed, not wait for anything
-//! first. Dropping a registered chunk invalidates the registration first
+//! first. Dropping a chunk whose REG_MR was posted invalidates the
+//! registration first
 //! (LOCAL_INV) unless the peer already did ([`Chunk::remotely_invalidated`]),
 //! waits for that to complete, and deregisters it before the memory is
 //! unmapped and freed: the memory is never reachable by the peer once it is
 //! given back. Chunk pages start zeroed, so a peer that claims to have
 //! written more than it did shows us zeros, never stale memory.
 
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 use kernel::error::to_result;
 use kernel::prelude::*;
 
 use super::qp::Qp;
 
 use super::bindings::{
-    c_fn, page, rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_copy,
-    rpcrdma_cm_chunk_free, rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register, rpcrdma_cm_chunk_wrap,
-    rpcrdma_cm_chunks_inv,
+    c_fn, page, rpcrdma_cm_chunk, rpcrdma_cm_chunk_alloc, rpcrdma_cm_chunk_chain,
+    rpcrdma_cm_chunk_copy, rpcrdma_cm_chunk_free, rpcrdma_cm_chunk_rdma, rpcrdma_cm_chunk_register,
+    rpcrdma_cm_chunk_wrap, rpcrdma_cm_chunks_inv,
 };
 use kernel::ffi::{c_int, c_void};
 
@@ -53,7 +54,8 @@ pub(crate) struct Chunk {
 
 // SAFETY: the C chunk is not tied to a thread; its operations serialise on the
 // QP's lock, and `&mut self` is required for everything that changes it, but
-// the LOCAL_INV of a batch (`invalidate_async`), which owns the chunk then.
+// the LOCAL_INV of a batch (`invalidate_async`), which owns the chunk then,
+// and the post of its REG_MR (`link_chain`), which borrows it throughout.
 unsafe impl Send for Chunk {}
 
 impl Chunk {
@@ -126,7 +128,10 @@ impl Chunk {
     }
 
     /// Registers the chunk with FRWR for the peer to read, or with
-    /// `remote_write` to write. Post it before the Send that names it.
+    /// `remote_write` to write: its REG_MR is posted in front of the Send
+    /// that names it ([`SendBuf::post`](super::qp::SendBuf::post)). Until
+    /// then, and if the device refuses the REG_MR itself, the chunk needs no
+    /// LOCAL_INV; a REG_MR the device took in front of a refused Send does.
     ///
     /// The QP recycles its invalidated MRs: [`Chunk::new_mr`] says whether
     /// this registration had to allocate one.
@@ -190,6 +195,25 @@ impl Chunk {
         // for `me`).
         unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv) > 0 }
     }
+}
+
+/// Links the chunks of `lists`, in order, for the next Send's post to put
+/// their pending REG_MRs in front of it ([`SendBuf::post`]); the first, or
+/// null if there is none. The post unlinks them before it returns: the
+/// caller posts right after, with no way out in between, while it still
+/// borrows `lists`.
+///
+/// [`SendBuf::post`]: super::qp::SendBuf::post
+pub(super) fn link_chain(lists: [&[Chunk]; 2]) -> *mut rpcrdma_cm_chunk {
+    let mut next: *mut rpcrdma_cm_chunk = ptr::null_mut();
+    for c in lists.iter().flat_map(|l| l.iter()).rev() {
+        // SAFETY: `raw` is a live chunk (the caller borrows it until the post
+        // that unlinks it); `next` is null or the chunk after it in `lists`,
+        // borrowed alike.
+        unsafe { rpcrdma_cm_chunk_chain(c.raw.as_ptr(), next) };
+        next = c.raw.as_ptr();
+    }
+    next
 }
 
 /// A count of work requests, or a negative errno.

@@ -141,6 +141,8 @@ RPCRDMA_CM_UINT_PARAM(test_detach_delay_ms, 0, 0, 60000,
 		      "Selftests only: sleep this long between stopping a listener nfsd closed and forgetting it (default 0)");
 RPCRDMA_CM_UINT_PARAM(test_rw_post_part, 0, 0, 100,
 		      "Selftests only: post this many RDMA Read/Write chains of several WRs in part, as if the device refused all but the first WR (counts down; default 0)");
+RPCRDMA_CM_UINT_PARAM(test_send_post_part, 0, 0, 100,
+		      "Selftests only: post this many Sends that carry REG_MRs in part, as if the device refused the Send after the REG_MRs (counts down; default 0)");
 #endif
 
 /*

@@ -743,13 +743,56 @@ void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b)
 	rpcrdma_cm_qp_leave(qp);
 }
 
+#ifdef RPCRDMA_CM_TEST
+int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
+			 struct ib_send_wr *stop, struct rpcrdma_cm_uint_param *param,
+			 const struct ib_send_wr **bad)
+{
+	unsigned int n = READ_ONCE(param->value);
+	struct ib_send_wr *last;
+	int ret;
+
+	do {
+		if (!n || !stop || first == stop)
+			return ib_post_send(qp->id->qp, first, bad);
+	} while (!try_cmpxchg(&param->value, &n, n - 1));
+	for (last = first; last->next != stop; last = last->next)
+		;
+	last->next = NULL;
+	ret = ib_post_send(qp->id->qp, first, bad);
+	last->next = stop;
+	if (ret)
+		return ret;
+	*bad = stop;
+	return -ENOMEM;
+}
+#endif
+
+/*
+ * Posts @wrs, ending with the Send @send, under @qp->lock. In a test build,
+ * while test_send_post_part counts, the WRs in front of the Send are posted
+ * and the Send refused, as a device short of room may do.
+ */
+static int rpcrdma_cm_send_wrs(struct rpcrdma_cm_qp *qp, struct ib_send_wr *wrs,
+			       struct ib_send_wr *send, const struct ib_send_wr **bad)
+{
+#ifdef RPCRDMA_CM_TEST
+	return rpcrdma_cm_post_part(qp, wrs, send, &rpcrdma_cm_param_test_send_post_part, bad);
+#else
+	return ib_post_send(qp->id->qp, wrs, bad);
+#endif
+}
+
 /*
  * Posts the first @len octets of @b as a Send, or as Send With Invalidate of
  * @inv_rkey if @invalidate; signaled one time in RPCRDMA_CM_SEND_BATCH, or
- * when it took the last buffer. On error the buffer is back on the free list.
+ * when it took the last buffer. The pending REG_MRs of the chunks chained
+ * from @regs (rpcrdma_cm_chunk_chain(); may be NULL) go in front of it, in
+ * the same post. On error the buffer is back on the free list, and those
+ * REG_MRs that were not posted are undone.
  */
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
-			 u32 inv_rkey)
+			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs)
 {
 	struct rpcrdma_cm_qp *qp = b->qp;
 	struct ib_sge sge = {
@@ -763,11 +806,23 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 		.num_sge = 1,
 		.opcode = invalidate ? IB_WR_SEND_WITH_INV : IB_WR_SEND,
 	};
+	/*
+	 * A device that failed a post without saying where (none does: the
+	 * verbs contract sets @bad) would leave every WR counted as posted,
+	 * and warn: never an MR recycled while its registration may be live,
+	 * though the release of a REG_MR never posted would wait for good.
+	 */
+	const struct ib_send_wr *bad = NULL;
+	struct ib_send_wr *wrs;
 	unsigned long flags;
 	int ret;
 
 	if (len > b->size) {
 		ret = -EMSGSIZE;
+		/* None posted: the chain's REG_MRs are undone. */
+		spin_lock_irqsave(&qp->lock, flags);
+		rpcrdma_cm_chain_posted(regs, rpcrdma_cm_chain_wrs(regs, NULL));
+		spin_unlock_irqrestore(&qp->lock, flags);
 		goto fail;
 	}
 	if (invalidate)
@@ -782,8 +837,16 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	if (qp->send_unsignaled + 1 >= RPCRDMA_CM_SEND_BATCH ||
 	    (list_empty(&qp->send_free) && qp->nsend >= qp->send_depth))
 		wr.send_flags = IB_SEND_SIGNALED;
+	wrs = rpcrdma_cm_chain_wrs(regs, &wr);
 	/* Posted under the lock: @send_posted is in the Send Queue's order. */
-	ret = qp->closed ? -ENOTCONN : ib_post_send(qp->id->qp, &wr, NULL);
+	if (qp->closed) {
+		ret = -ENOTCONN;
+		bad = wrs;
+	} else {
+		ret = rpcrdma_cm_send_wrs(qp, wrs, &wr, &bad);
+	}
+	WARN_ON_ONCE(ret && !bad);
+	rpcrdma_cm_chain_posted(regs, ret ? bad : NULL);
 	if (!ret) {
 		b->posted = true;
 		list_add_tail(&b->list, &qp->send_posted);

@@ -119,6 +119,18 @@ void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
 /* ib_post_send() unless the QP is closing. */
 int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 
+#ifdef RPCRDMA_CM_TEST
+struct rpcrdma_cm_uint_param;
+/*
+ * Test builds: posts the chain from @first, but while @param counts down,
+ * only the WRs in front of @stop, failing at @stop with -ENOMEM, as a
+ * device short of room may do. Under @qp->lock or not, as ib_post_send().
+ */
+int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
+			 struct ib_send_wr *stop, struct rpcrdma_cm_uint_param *param,
+			 const struct ib_send_wr **bad);
+#endif
+
 /* Registrations and invalidations per Send, and one RDMA Read/Write context. */
 #define RPCRDMA_CM_MR_WRS 6
 /*
@@ -131,6 +143,14 @@ int rpcrdma_cm_post_send(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *wr);
 #define RPCRDMA_CM_RW_SGES 5
 /* The most pages one chunk may have (4 MiB with 4 KiB pages). */
 #define RPCRDMA_CM_CHUNK_MAX_PAGES 1024
+
+/*
+ * chunk.c: the pending REG_MRs of a chain of chunks, as WRs in front of a
+ * Send, and their state once posted (see rpcrdma_cm_send_post()).
+ */
+struct rpcrdma_cm_chunk;
+struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send);
+void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad);
 
 /* Deregisters the QP's recycled MRs (teardown, once @closed is set). */
 void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp);

@@ -24,6 +24,7 @@ use super::bindings::{
     rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release, rpcrdma_cm_send_abort,
     rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
+use super::chunk::{self, Chunk};
 
 /// One Send in this many asks for a completion; up to one batch less one of
 /// a QP's Send buffers may wait, unsignaled, for the next signaled Send
@@ -141,33 +142,82 @@ impl Qp {
 
     /// Sends one message: `fill` writes it into a Send buffer and returns its
     /// length; with `invalidate`, the Send invalidates that rkey at the peer
-    /// (Send With Invalidate). Fails with `EBUSY` if every Send buffer is in
-    /// use, `ENOTCONN` once the connection is closing, `EMSGSIZE` if `fill`
-    /// returns more than the buffer holds. May sleep (a buffer's first use
-    /// allocates it).
+    /// (Send With Invalidate). Fails as [`Qp::send_buf`] and
+    /// [`SendBuf::post`] do.
     pub(crate) fn send(
         &self,
         invalidate: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
+        self.send_buf(fill)?.post(invalidate, [&[], &[]])
+    }
+
+    /// Takes a Send buffer and fills it: `fill` writes the message and
+    /// returns its length. Fails with `EBUSY` if every Send buffer is in
+    /// use, `ENOTCONN` once the connection is closing, `EMSGSIZE` if `fill`
+    /// returns more than the buffer holds. May sleep (a buffer's first use
+    /// allocates it).
+    pub(crate) fn send_buf(
+        &self,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result<SendBuf> {
         let (mut b, mut addr, mut size) = (ptr::null_mut(), ptr::null_mut(), 0u32);
         // SAFETY: our handle keeps the QP alive; the out pointers are valid.
         to_result(unsafe { rpcrdma_cm_send_get(self.raw(), &mut b, &mut addr, &mut size) })?;
+        let b = NonNull::new(b).ok_or(EINVAL)?;
+        // INVARIANT: `b` was just taken and is not posted.
+        let mut sb = SendBuf { b, len: 0 };
         // SAFETY: the buffer is ours until posted or aborted (teardown waits for
-        // it): `size` octets at `addr`, referenced by no WR.
+        // it): `size` octets at `addr`, referenced by no WR. The slice ends
+        // before `sb` is posted or dropped.
         let buf = unsafe { core::slice::from_raw_parts_mut(addr, size as usize) };
-        let len = match fill(buf).and_then(|n| u32::try_from(n).map_err(|_| EMSGSIZE)) {
-            Ok(n) => n,
-            Err(e) => {
-                // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted.
-                unsafe { rpcrdma_cm_send_abort(b) };
-                return Err(e);
-            }
-        };
+        let len = fill(buf)?;
+        sb.len = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+        if len > size as usize {
+            return Err(EMSGSIZE);
+        }
+        Ok(sb)
+    }
+}
+
+/// A filled Send buffer, not yet posted ([`Qp::send_buf`]): [`SendBuf::post`]
+/// posts it; dropped, it goes back to the QP unposted.
+///
+/// # Invariants
+///
+/// `b` came from `rpcrdma_cm_send_get` and was neither posted nor aborted;
+/// it holds one of its QP's users (teardown waits for it). `len` octets of it
+/// are the message.
+pub(crate) struct SendBuf {
+    b: NonNull<rpcrdma_cm_buf>,
+    len: u32,
+}
+
+impl SendBuf {
+    /// Posts the message as a Send, or with `invalidate` as Send With
+    /// Invalidate of that rkey. The pending REG_MRs of the chunks in `regs`
+    /// (in order) go in front of it in the same post, as xprtrdma's
+    /// frwr_send: one post, and the QP's ordering makes each registration
+    /// valid before the peer learns of it. Fails with `ENOTCONN` once the
+    /// connection is closing, or the device's error; a REG_MR not posted
+    /// then leaves its chunk unregistered, needing no LOCAL_INV.
+    pub(crate) fn post(self, invalidate: Option<u32>, regs: [&[Chunk]; 2]) -> Result {
+        let me = ManuallyDrop::new(self);
         let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
-        // SAFETY: `b` came from rpcrdma_cm_send_get and was not posted; `buf` is
-        // not used after this point. C checks `len` against the buffer size.
-        to_result(unsafe { rpcrdma_cm_send_post(b, len, inv, rkey) })
+        // `regs` stay borrowed until the post returns, which unlinks them.
+        let first = chunk::link_chain(regs);
+        // SAFETY: by the type invariant `b` is ours, unposted; it is not used
+        // after this (Drop does not run for `me`). C checks `len` against the
+        // buffer size. `first` is null or chains live chunks of this QP
+        // (borrowed above), which C unlinks before it returns.
+        to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first) })
+    }
+}
+
+impl Drop for SendBuf {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant `b` was neither posted nor aborted.
+        unsafe { rpcrdma_cm_send_abort(self.b.as_ptr()) };
     }
 }
 

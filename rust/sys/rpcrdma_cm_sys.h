@@ -79,6 +79,7 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_listen_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_release_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_detach_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_send_post_part;
 #endif
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */
@@ -212,7 +213,7 @@ int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 			u8 **addr, u32 *size);
 void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b);
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
-			 u32 inv_rkey);
+			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs);
 
 /*
  * A Receive buffer Rust keeps past its completion callback (its message is
@@ -246,6 +247,11 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 			  bool in);
 int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 			      u32 *rkey, u64 *iova);
+/*
+ * Chains @next behind @c, for the next rpcrdma_cm_send_post() to post their
+ * pending REG_MRs in front of its Send (which unlinks them); NULL ends it.
+ */
+void rpcrdma_cm_chunk_chain(struct rpcrdma_cm_chunk *c, struct rpcrdma_cm_chunk *next);
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
 /*
  * LOCAL_INV for each of @n registered chunks of one QP, posted in order

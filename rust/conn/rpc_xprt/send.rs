@@ -7,8 +7,9 @@ use kernel::prelude::*;
 use kernel::rbtree::RBTreeNodeReservation;
 
 use super::{add, ClientXprt};
-use crate::conn::requester::{self, CallSource, Registrar, Regs};
+use crate::conn::requester::{self, CallSource, Encoded, Registrar, Regs};
 use crate::conn::xprt::short;
+use crate::conn::Conn;
 use crate::proto::chunk::{CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::header::{encode_msg, MsgSpec};
 use crate::stats::XprtCounter as X;
@@ -59,30 +60,18 @@ impl ClientXprt {
             }
         };
         self.count_plan(rq, &p);
-        // Chunks are kept by XID before the Send: its Reply may come at
-        // once. A call without chunks keeps nothing.
-        let kept = !regs.call.is_empty() || !regs.reply.is_empty();
-        if kept {
-            // The node is allocated first: chunks are never dropped under
-            // the lock (their release waits for LOCAL_INVs, whose completion
-            // may need the lock, see `AfterInv`).
-            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-            let old = {
-                let mut g = self.inner.lock();
-                if !g.is_current(&conn) {
-                    drop(g);
-                    return Err(ENOTCONN);
-                }
-                g.regs.insert(node.into_node(rq.xid, regs))
-            };
-            drop(old);
-        }
-        if let Err(e) = requester::post(&conn, &qp, &neg, &src, SLOTS, &wire) {
-            if kept {
-                let regs = self.inner.lock().regs.remove(&rq.xid);
-                drop(regs);
+        let e = match requester::encode(&qp, &neg, &src, SLOTS, &wire) {
+            Ok(e) => e,
+            Err(e) => {
+                self.release_regs(&conn, regs, None);
+                return Err(e);
             }
-            return Err(e);
+        };
+        // A call without chunks keeps nothing.
+        if regs.call.is_empty() && regs.reply.is_empty() {
+            requester::post(&conn, e, &regs)?;
+        } else {
+            self.post_kept(&conn, rq.xid, e, regs)?;
         }
         // Calls of this connection waiting for their Reply, this one included.
         let waiting = conn
@@ -91,6 +80,38 @@ impl ClientXprt {
             .saturating_sub(conn.xs.get(X::RepliesReceived));
         conn.raise(X::CallsInFlightMax, waiting);
         Ok(())
+    }
+
+    /// Posts the Call `e` of `xid` with its chunks `regs`, kept by XID
+    /// first: its Reply may come at once. Under the lock, so that a close
+    /// cannot take the chunks while their REG_MRs are posted.
+    fn post_kept(&self, conn: &Conn, xid: u32, e: Encoded, regs: Regs) -> Result {
+        // The node is allocated first: chunks are never dropped under the
+        // lock (their release waits for LOCAL_INVs, whose completion may
+        // need the lock, see `AfterInv`).
+        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(n) => n,
+            Err(e) => {
+                self.release_regs(conn, regs, None);
+                return Err(e);
+            }
+        };
+        let mut g = self.inner.lock();
+        if !g.is_current(conn) {
+            drop(g);
+            self.release_regs(conn, regs, None);
+            return Err(ENOTCONN);
+        }
+        let old = g.regs.insert(node.into_node(xid, regs));
+        let kept = g.regs.get(&xid).ok_or(EINVAL);
+        let res = kept.and_then(|r| requester::post(conn, e, r));
+        let failed = res.is_err().then(|| g.regs.remove(&xid)).flatten();
+        drop(g);
+        drop(old);
+        if let Some(r) = failed {
+            self.release_regs(conn, r, None);
+        }
+        res.map(|_| ())
     }
 
     /// Counts for mountstats what the plan `p` of `rq` registered.
