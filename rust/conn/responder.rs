@@ -301,22 +301,6 @@ impl Conn {
             return Err(EMSGSIZE);
         };
 
-        // Send With Invalidate only when both ends set R (RFC 8797 Section 4.1;
-        // we set it only on a device that supports it, Section 3.2), and only
-        // of an rkey this call offered: its Write chunk's, else its
-        // Reply chunk's, else its Read chunk's (all FRWR-registered by a
-        // requester that set R).
-        let inv = if reminv {
-            route
-                .wchunks
-                .first()
-                .and_then(|w| w.first())
-                .or(route.rchunk.as_ref().and_then(|r| r.first()))
-                .map(|s| s.handle)
-                .or(route.read_handle)
-        } else {
-            None
-        };
         let spec = MsgSpec {
             xid: route.xid,
             credits: route.credits,
@@ -325,30 +309,75 @@ impl Conn {
             writes: &wrefs,
             reply: rwritten.as_deref(),
         };
-        let mut sent = 0;
+        let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
+        let kind = if rwritten.is_some() {
+            X::RepliesSentReplyChunk
+        } else if used_write {
+            X::RepliesSentWriteList
+        } else {
+            X::RepliesSentInline
+        };
+        let inv = reply_inv(route, reminv);
+        self.post_reply(qp, &spec, inv, s2c, kind, body.len(), |out| {
+            out.copy_from_slice(body);
+            Ok(())
+        })
+    }
+
+    /// Sends a reply of `len` octets whose call offered no Write chunk,
+    /// inline if the header and it fit `s2c`: `fill` writes it straight
+    /// into the Send buffer (one copy, as svcrdma's pull-up). `Ok(false)`,
+    /// nothing sent, if it does not fit or a Write chunk is offered.
+    pub(super) fn send_reply_inline(
+        &self,
+        qp: &Qp,
+        route: &ReplyRoute,
+        len: usize,
+        s2c: u32,
+        reminv: bool,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result<bool> {
+        if !route.wchunks.is_empty() || HEADER_ONLY.len().saturating_add(len) > s2c as usize {
+            return Ok(false);
+        }
+        let spec = MsgSpec {
+            xid: route.xid,
+            credits: route.credits,
+            nomsg: false,
+            reads: &[],
+            writes: &[],
+            reply: None,
+        };
+        let inv = reply_inv(route, reminv);
+        self.post_reply(qp, &spec, inv, s2c, X::RepliesSentInline, len, fill)?;
+        Ok(true)
+    }
+
+    /// Posts a reply: the header `spec`, then `len` octets of RPC message
+    /// that `fill` writes, within `s2c`, as Send With Invalidate of `inv` if
+    /// given; counts it as `kind`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_reply(
+        &self,
+        qp: &Qp,
+        spec: &MsgSpec<'_>,
+        inv: Option<u32>,
+        s2c: u32,
+        kind: X,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result {
         qp.send(inv, |buf| {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
-            let hl = encode_msg(buf, &spec).map_err(short)?;
-            let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
-            buf.get_mut(hl..hl + body.len())
-                .ok_or(EMSGSIZE)?
-                .copy_from_slice(body);
-            sent = hl + body.len();
-            Ok(sent)
+            let hl = encode_msg(buf, spec).map_err(short)?;
+            let end = hl.checked_add(len).ok_or(EMSGSIZE)?;
+            fill(buf.get_mut(hl..end).ok_or(EMSGSIZE)?)?;
+            Ok(end)
         })?;
         self.touch();
         self.count(X::RepliesSent, 1);
-        self.count(
-            if rwritten.is_some() {
-                X::RepliesSentReplyChunk
-            } else if used_write {
-                X::RepliesSentWriteList
-            } else {
-                X::RepliesSentInline
-            },
-            1,
-        );
+        self.count(kind, 1);
         if inv.is_some() {
             self.count(X::SendWithInvalidate, 1);
         }
@@ -457,4 +486,30 @@ pub(super) struct CallIn<'a> {
     pub(super) chunks: Chunks<'a>,
     /// The RPC message part in the Send (empty for RDMA_NOMSG).
     pub(super) inline: &'a [u8],
+}
+
+/// The header of a reply with no chunks.
+const HEADER_ONLY: HeaderShape = HeaderShape {
+    read_segments: 0,
+    write_chunks: 0,
+    write_segments: 0,
+    reply_segments: None,
+};
+
+/// The rkey a reply to `route` invalidates with Send With Invalidate, if
+/// any: only when both ends set R (RFC 8797 Section 4.1; we set it only on a
+/// device that supports it, Section 3.2), and only an rkey this call
+/// offered: its Write chunk's, else its Reply chunk's, else its Read
+/// chunk's (all FRWR-registered by a requester that set R).
+fn reply_inv(route: &ReplyRoute, reminv: bool) -> Option<u32> {
+    if !reminv {
+        return None;
+    }
+    route
+        .wchunks
+        .first()
+        .and_then(|w| w.first())
+        .or(route.rchunk.as_ref().and_then(|r| r.first()))
+        .map(|s| s.handle)
+        .or(route.read_handle)
 }

@@ -759,12 +759,21 @@ impl Conn {
         }
     }
 
-    /// Sends nfsd's reply. A DDP-eligible result in the reply's page list
-    /// (READ data) goes to the first Write chunk by RDMA Write from those
-    /// pages; only the rest of the reply is copied out, to go inline or into
-    /// the Reply chunk. Otherwise the whole reply is copied out first.
+    /// Sends nfsd's reply. One to a call that offered no Write chunk and
+    /// that fits inline is read straight into the Send buffer. Otherwise a
+    /// DDP-eligible result in the reply's page list (READ data) goes to the
+    /// first Write chunk by RDMA Write from those pages, and only the rest of
+    /// the reply is copied out, to go inline or into the Reply chunk; else
+    /// the whole reply is copied out first.
     fn svc_reply(&self, qp: &Qp, rq: &SvcRqst<'_>, c: &NfsCall) -> Result {
         let len = rq.res_len() as usize;
+        // Most replies (no Write chunk offered, small enough): straight
+        // from nfsd's reply into the Send buffer.
+        if self.send_reply_inline(qp, &c.route, len, c.s2c, c.reminv, |out| {
+            rq.res_read(0, out)
+        })? {
+            return Ok(());
+        }
         if let (Some((off, plen)), Some(first)) = (c.payload(), c.route.wchunks.first()) {
             if plen != 0 && rq.res_in_pages(n32(off), plen) {
                 let mut written: KVec<KVec<Segment>> = KVec::new();
