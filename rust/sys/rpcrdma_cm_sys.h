@@ -337,6 +337,8 @@ struct rpcrdma_cm_xprt {
 	struct rpc_timeout timeout;	/* after set_connect_timeout */
 	bool connect_failed;		/* the next connect backs off */
 	void *rs;			/* the Rust context (a mount's) */
+	/* Drops a backchannel Call's last transport reference (see xprt.c). */
+	struct work_struct put_work;
 };
 
 /*

@@ -307,6 +307,24 @@ static void rpcrdma_cm_xprt_bc_destroy(struct rpc_xprt *xprt, unsigned int reqs)
 	}
 }
 
+static void rpcrdma_cm_xprt_put_worker(struct work_struct *work)
+{
+	xprt_put(&container_of(work, struct rpcrdma_cm_xprt, put_work)->xprt);
+}
+
+/*
+ * Drops the reference rpcrdma_cm_xprt_bc_call() took, in a Receive handler.
+ * Never the last one there: xprt_destroy() waits for XPRT_LOCKED, which a
+ * close may hold while it tears the connection down, draining this very
+ * handler. The last one is dropped from a work item instead, which destroy
+ * waits for.
+ */
+static void rpcrdma_cm_xprt_bc_put(struct rpc_xprt *xprt)
+{
+	if (!refcount_dec_not_one(&xprt->kref.refcount))
+		queue_work(system_wq, &to_x(xprt)->put_work);
+}
+
 int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 {
 	struct rpcrdma_cm_bc_rqst *b;
@@ -373,7 +391,7 @@ int rpcrdma_cm_xprt_bc_call(struct rpc_xprt *xprt, const u8 *msg, u32 len)
 	 * dropped by bc_free_rqst (at once when the service is gone).
 	 */
 	xprt_enqueue_bc_request(rqst);
-	xprt_put(xprt);
+	rpcrdma_cm_xprt_bc_put(xprt);
 	return 0;
 }
 
@@ -391,6 +409,8 @@ static void rpcrdma_cm_xprt_destroy(struct rpc_xprt *xprt)
 	struct rpcrdma_cm_xprt *x = to_x(xprt);
 
 	cancel_delayed_work_sync(&x->connect_worker);
+	/* A last reference dropped by put_work: its worker returns first. */
+	flush_work(&x->put_work);
 	rpcrdma_cm_xprt_free_rs(x->rs);
 	rpcrdma_cm_xprt_bc_destroy(xprt, 0);
 	rpcrdma_cm_xprt_free(x);
@@ -463,6 +483,7 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 	rpcrdma_cm_xprt_format_rs(xprt);
 	xprt->max_payload = RPCRDMA_CM_MAX_PAYLOAD;
 	INIT_DELAYED_WORK(&x->connect_worker, rpcrdma_cm_xprt_connect_worker);
+	INIT_WORK(&x->put_work, rpcrdma_cm_xprt_put_worker);
 	return x;
 }
 
