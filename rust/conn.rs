@@ -185,12 +185,14 @@ impl Upper {
         }
     }
 
-    /// Whether the upper takes its Receives in the CQ's context: nfsd's
-    /// connections only queue each call for an nfsd thread, and never wait
-    /// for a completion; the others may (a mount's LOCAL_INV, the echo
-    /// service's RDMA Read), so theirs come from the Receive work.
+    /// Whether the upper takes its Receives in the CQ's context, as
+    /// svcrdma and xprtrdma do: nfsd's connections only queue each call for
+    /// an nfsd thread; a mount's Reply posts its LOCAL_INVs and completes
+    /// the call from the last one's completion, never waiting for one. The
+    /// others may wait (the echo service's RDMA Read, the debugfs caller's
+    /// LOCAL_INVs), so theirs come from the Receive work.
     fn recv_direct(&self) -> bool {
-        matches!(self, Upper::Nfsd(_))
+        matches!(self, Upper::Nfsd(_) | Upper::Mount(_))
     }
 
     /// Credits a server connection keeps back from its grant's count of free

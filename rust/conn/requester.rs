@@ -546,6 +546,17 @@ impl Regs {
         local
     }
 
+    /// Releases every chunk without a LOCAL_INV or any wait (for a caller
+    /// in the QP's completion work): a registration the Reply's Send With
+    /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
+    /// deregistered instead.
+    pub(super) fn release_no_inv(mut self, invalidated: Option<u32>) {
+        let _ = self.spare(invalidated);
+        for c in Iterator::chain(self.call.into_iter(), self.reply) {
+            c.release_no_inv();
+        }
+    }
+
     /// MRs the registrations had to allocate (the rest were recycled).
     pub(super) fn new_mrs(&self) -> u32 {
         let n = self.chunks().filter(|c| c.new_mr());

@@ -59,8 +59,14 @@ struct rpcrdma_cm_chunk {
 	bool inv_posted;
 	bool inv_skip;
 	struct rpcrdma_cm_inv_batch *inv_batch;
-	atomic_t inflight;	/* posted REG_MR / LOCAL_INV not completed */
+	/*
+	 * Posted REG_MR / LOCAL_INV not completed, plus one for the owner
+	 * until rpcrdma_cm_chunk_free(): whoever ends the count ends the chunk
+	 * (rpcrdma_cm_chunk_end()).
+	 */
+	atomic_t inflight;
 	int mr_status;		/* first failed completion, else 0 */
+	bool mr_invalid;	/* at rpcrdma_cm_chunk_free(): the MR can reach nothing */
 	struct scatterlist sgl[];	/* one per page, then @pages */
 };
 
@@ -103,7 +109,7 @@ static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_new(struct rpcrdma_cm_qp *qp, u
 	c->pages = (struct page **)&c->sgl[npages];
 	sg_init_table(c->sgl, npages);
 	c->len = len;
-	atomic_set(&c->inflight, 0);
+	atomic_set(&c->inflight, 1);
 	rpcrdma_cm_qp_get(qp);
 	c->qp = qp;
 	return c;
@@ -119,7 +125,7 @@ struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_alloc(struct rpcrdma_cm_qp *qp, u32 le
 	for (i = 0; i < npages; i++) {
 		c->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
 		if (!c->pages[i]) {
-			rpcrdma_cm_chunk_free(c, false);
+			rpcrdma_cm_chunk_free(c, false, false);
 			return NULL;
 		}
 		c->npages = i + 1;
@@ -200,15 +206,24 @@ int rpcrdma_cm_chunk_copy(struct rpcrdma_cm_chunk *c, u32 off, u8 *buf, u32 n,
 	return 0;
 }
 
+static void rpcrdma_cm_chunk_end(struct rpcrdma_cm_chunk *c);
+
 static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
 
 	if (wc->status != IB_WC_SUCCESS && !c->mr_status)
 		c->mr_status = wc->status;
-	/* @c may be freed once inflight is 0; @qp stays (see destroy_qp). */
-	if (atomic_dec_and_test(&c->inflight))
-		wake_up_all(&qp->wq);
+	/* The owner let go already: the chunk ends with its last completion. */
+	if (atomic_dec_and_test(&c->inflight)) {
+		rpcrdma_cm_chunk_end(c);
+		return;
+	}
+	/*
+	 * The owner may end the chunk meanwhile, but @qp lives on: its
+	 * teardown cannot get past the drain while this completion runs.
+	 */
+	wake_up_all(&qp->wq);
 }
 
 static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -405,27 +420,71 @@ void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_sen
 }
 
 /*
- * Releases a chunk: invalidates its registration with LOCAL_INV unless
- * @remotely_invalidated (the peer did it with Send With Invalidate) or the QP
- * is gone, waits for its REG_MR / LOCAL_INV completions, and frees it. An MR
- * known to be invalid (invalidated, or never registered, with no WR failed) is
- * kept for the QP's next registration; any other is deregistered. Returns 1 if
- * a LOCAL_INV was posted, else 0.
+ * The end of a chunk, once its owner let go and every REG_MR / LOCAL_INV it
+ * posted completed: from rpcrdma_cm_chunk_free(), or from the last of those
+ * completions (this QP's completion work). An MR that could reach nothing
+ * then (@mr_invalid, no WR failed) is kept for the QP's next registration;
+ * any other is deregistered, and before the memory is unmapped, always:
+ * without a LOCAL_INV (the QP was closing) the rkey may still be valid on a
+ * QP that is not yet in the error state, and a peer writing through it must
+ * find no mapping behind it, never one to memory that is about to be reused.
  */
-int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
+static void rpcrdma_cm_chunk_end(struct rpcrdma_cm_chunk *c)
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
-	struct ib_device *dev = qp->pd->device;
-	bool invalid = !c->registered || remotely_invalidated || c->inv_posted;
-	int posted = 0;
+	/* Deregistering may allocate: no fs reclaim, which may wait for this CQ. */
+	unsigned int nofs = memalloc_nofs_save();
 	u32 i;
 
+	if (c->mr && (c->mr_invalid && !c->mr_status ? rpcrdma_cm_mr_put(qp, c->mr) :
+			ib_dereg_mr(c->mr))) {
+		/*
+		 * The registration may still be live: keep the memory mapped and
+		 * allocated for good (its pages stay referenced and DMA-mapped;
+		 * only the chunk's own bookkeeping goes) rather than hand it
+		 * back while the peer can reach it.
+		 */
+		pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed: leaking a chunk of %u pages\n",
+				   c->npages);
+		kfree(c);
+		rpcrdma_cm_qp_put(qp);
+		memalloc_nofs_restore(nofs);
+		return;
+	}
+	if (c->nents)
+		ib_dma_unmap_sg(qp->pd->device, c->sgl, c->npages, c->dir);
+	for (i = 0; i < c->npages; i++)
+		put_page(c->pages[i]);
+	kfree(c);
+	rpcrdma_cm_qp_put(qp);
+	memalloc_nofs_restore(nofs);
+}
+
+/*
+ * Releases a chunk: invalidates its registration with LOCAL_INV unless
+ * @remotely_invalidated (the peer did it with Send With Invalidate), a
+ * batch did (rpcrdma_cm_chunks_inv()) or the QP is gone, and waits for that
+ * LOCAL_INV (and so every WR posted before it); with @no_inv it posts
+ * none, and a registration not known invalid is deregistered instead.
+ * Returns 1 if a LOCAL_INV was posted, else 0. Without one it waits for nothing: a REG_MR whose
+ * completion is still to come (behind a Reply in the CQ, or a flush) ends
+ * the chunk when it completes. So a caller in this QP's completion work
+ * (a Reply, a batch's task) must only release chunks whose registration
+ * is known invalid, or never posted.
+ */
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated, bool no_inv)
+{
+	struct rpcrdma_cm_qp *qp = c->qp;
+	bool invalid = !c->registered || remotely_invalidated || c->inv_posted;
+	int posted = 0;
+
 	/*
-	 * A LOCAL_INV rpcrdma_cm_chunks_inv() posted is only waited for; one it
-	 * could not post is not tried again (the caller may be this QP's
-	 * completion work): the MR is deregistered instead.
+	 * A LOCAL_INV rpcrdma_cm_chunks_inv() posted has completed (the batch
+	 * hands its chunks back then); one it could not post is not tried
+	 * again (the caller may be this QP's completion work): the MR is
+	 * deregistered instead.
 	 */
-	if (c->registered && !invalid && !c->inv_skip && !rpcrdma_cm_qp_enter(qp)) {
+	if (c->registered && !invalid && !c->inv_skip && !no_inv && !rpcrdma_cm_qp_enter(qp)) {
 		struct ib_send_wr inv = {
 			.opcode = IB_WR_LOCAL_INV,
 			.wr_cqe = &c->inv_cqe,
@@ -443,42 +502,21 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated)
 		}
 		rpcrdma_cm_qp_leave(qp);
 	}
+	/* A live QP completes the LOCAL_INV, a closing one flushes it. */
+	if (posted)
+		wait_event(qp->wq, atomic_read(&c->inflight) == 1);
+	c->mr_invalid = invalid;
 	/*
-	 * Completes: a live QP finishes the WRs, a closing one flushes them.
-	 * Called from this QP's completion work (a batch's task) it waits for
-	 * nothing: a call's REG_MRs are posted on this Send Queue before its
-	 * Send, so before its LOCAL_INVs, and their completions are handled in
-	 * order before the last LOCAL_INV's (rpcrdma_cm_chunks_inv() keeps
-	 * every chunk of a batch on one QP).
+	 * A registration known invalid reaches nothing: the memory is unmapped
+	 * now, before the caller places anything in the pages (unmapping may
+	 * copy a bounce buffer back), even if a completion is still to come.
 	 */
-	wait_event(qp->wq, atomic_read(&c->inflight) == 0);
-	/*
-	 * An MR not known to be invalid is deregistered before the memory is
-	 * unmapped, always: without a LOCAL_INV (the QP was closing) the rkey
-	 * may still be valid on a QP that is not yet in the error state, and a
-	 * peer writing through it must find no mapping behind it, never one to
-	 * memory that is about to be reused.
-	 */
-	if (c->mr && (invalid && !c->mr_status ? rpcrdma_cm_mr_put(qp, c->mr) :
-			ib_dereg_mr(c->mr))) {
-		/*
-		 * The registration may still be live: keep the memory mapped and
-		 * allocated for good (its pages stay referenced and DMA-mapped;
-		 * only the chunk's own bookkeeping goes) rather than hand it
-		 * back while the peer can reach it.
-		 */
-		pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed: leaking a chunk of %u pages\n",
-				   c->npages);
-		kfree(c);
-		rpcrdma_cm_qp_put(qp);
-		return posted;
+	if (invalid && !c->mr_status && c->nents) {
+		ib_dma_unmap_sg(qp->pd->device, c->sgl, c->npages, c->dir);
+		c->nents = 0;
 	}
-	if (c->nents)
-		ib_dma_unmap_sg(dev, c->sgl, c->npages, c->dir);
-	for (i = 0; i < c->npages; i++)
-		put_page(c->pages[i]);
-	kfree(c);
-	rpcrdma_cm_qp_put(qp);
+	if (atomic_dec_and_test(&c->inflight))
+		rpcrdma_cm_chunk_end(c);
 	return posted;
 }
 
@@ -509,6 +547,9 @@ int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *p
 
 		/* A batch is one call's chunks, all on one QP (see chunk_free). */
 		if (WARN_ON_ONCE(c->qp != qp) || !live || !c->registered || c->inv_posted) {
+			/* A live registration left behind: the batch says so. */
+			if (c->registered && !c->inv_posted)
+				cmpxchg(&batch->status, 0, -ENOTCONN);
 			c->inv_skip = true;
 			continue;
 		}
@@ -524,6 +565,7 @@ int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *p
 			c->inv_posted = false;
 			c->inv_batch = NULL;
 			c->inv_skip = true;
+			cmpxchg(&batch->status, 0, -ENOTCONN);
 			/* The rest would fail too (QP closing, Send Queue full). */
 			live = false;
 			continue;

@@ -11,12 +11,15 @@
 //! connection is left on the device when the device goes away: a holder must
 //! drop its chunks once the connection has failed, not wait for anything
 //! first. Dropping a chunk whose REG_MR was posted invalidates the
-//! registration first
-//! (LOCAL_INV) unless the peer already did ([`Chunk::remotely_invalidated`]),
-//! waits for that to complete, and deregisters it before the memory is
-//! unmapped and freed: the memory is never reachable by the peer once it is
-//! given back. Chunk pages start zeroed, so a peer that claims to have
-//! written more than it did shows us zeros, never stale memory.
+//! registration first (LOCAL_INV) unless the peer already did
+//! ([`Chunk::remotely_invalidated`]) and waits for that LOCAL_INV, or
+//! ([`Chunk::release_no_inv`]) leaves the MR to be deregistered; the memory
+//! is unmapped and freed only once the registration reaches nothing, so it
+//! is never reachable by the peer once it is given back. Waiting is only
+//! ever for a LOCAL_INV the drop posted: a REG_MR completion still to come
+//! ends the chunk when it arrives. Chunk pages start zeroed, so a peer that
+//! claims to have written more than it did shows us zeros, never stale
+//! memory.
 
 use core::ptr::{self, NonNull};
 use kernel::error::to_result;
@@ -188,12 +191,24 @@ impl Chunk {
         wrs(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
     }
 
-    /// Frees the chunk; returns whether a LOCAL_INV had to be posted.
+    /// Frees the chunk; returns whether a LOCAL_INV had to be posted (and
+    /// was waited for).
     pub(crate) fn release(self) -> bool {
+        self.free(false)
+    }
+
+    /// Frees the chunk without posting a LOCAL_INV or waiting for anything:
+    /// a registration not known invalid is deregistered instead, once its
+    /// REG_MR has completed. For a caller in its QP's completion work.
+    pub(crate) fn release_no_inv(self) {
+        self.free(true);
+    }
+
+    fn free(self, no_inv: bool) -> bool {
         let me = core::mem::ManuallyDrop::new(self);
         // SAFETY: `raw` is our live chunk, freed exactly once (Drop does not run
         // for `me`).
-        unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv) > 0 }
+        unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv, no_inv) > 0 }
     }
 }
 
@@ -225,7 +240,7 @@ fn wrs(ret: c_int) -> Result<u32> {
 impl Drop for Chunk {
     fn drop(&mut self) {
         // SAFETY: `raw` is our live chunk, freed exactly once here.
-        unsafe { rpcrdma_cm_chunk_free(self.raw.as_ptr(), self.remote_inv) };
+        unsafe { rpcrdma_cm_chunk_free(self.raw.as_ptr(), self.remote_inv, false) };
     }
 }
 
@@ -238,8 +253,10 @@ pub(crate) type ChunkLists = [KVec<Chunk>; 2];
 /// chunks meanwhile and hands them back then.
 pub(crate) trait Invalidated: Send {
     /// Every LOCAL_INV posted completed (`status`: the first failed one's,
-    /// a flush or error, else 0; a failed one left its MR to be
-    /// deregistered at release); `chunks` are the lists the batch took,
+    /// a flush or error; a negative errno if a registration was left
+    /// without one (the QP closing, its Send Queue full, no memory for the
+    /// batch); else 0. A registration not invalidated is deregistered at
+    /// release); `chunks` are the lists the batch took,
     /// whose release now waits for nothing. Called once, under NOFS, from
     /// the CQ's polling work or from [`invalidate_async`] itself: it must not
     /// wait for a completion of the same QP.

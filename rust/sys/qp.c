@@ -31,9 +31,10 @@
  * order), so the handler may sleep, for instance while it assembles a call's
  * Read chunks with RDMA Read or waits for a LOCAL_INV. An owner whose handler
  * never waits for a completion of this QP (nfsd's connections: they queue
- * the call for an nfsd thread) sets @recv_direct: its completions are handed
- * over in the CQ's own work (IB_POLL_WORKQUEUE, process context), in order,
- * as svcrdma's are, without a second work item per message.
+ * the call for an nfsd thread; mounts': a Reply's LOCAL_INVs complete the
+ * call) sets @recv_direct: its completions are handed over in the CQ's own
+ * work (IB_POLL_WORKQUEUE, process context), in order, as svcrdma's and
+ * xprtrdma's are, without a second work item per message.
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
  * new is posted; drains the QP (every posted WR completes, flushed if need

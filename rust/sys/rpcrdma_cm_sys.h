@@ -252,7 +252,7 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
  * pending REG_MRs in front of its Send (which unlinks them); NULL ends it.
  */
 void rpcrdma_cm_chunk_chain(struct rpcrdma_cm_chunk *c, struct rpcrdma_cm_chunk *next);
-int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated);
+int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated, bool no_inv);
 /*
  * LOCAL_INV for each of @n registered chunks of one QP, posted in order
  * without waiting (*@posted of them). Takes @done: once every one posted

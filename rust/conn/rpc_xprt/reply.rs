@@ -23,8 +23,8 @@ use crate::sys::xprt::{PinnedRqst, BC_SLOTS, SLOTS};
 /// chunks meanwhile), from the CQ's work. Its Receive buffer and the pinned
 /// request are kept until then (`Some` until [`Invalidated::invalidated`]);
 /// the call's entry in `regs` stays, marked deferred, until the call is
-/// completed, so that a second Reply to it (handled meanwhile in the
-/// Receive work) is not taken.
+/// completed, so that a second Reply to it (handled meanwhile) is not
+/// taken.
 struct AfterInv {
     x: Arc<ClientXprt>,
     conn: Arc<Conn>,
@@ -48,14 +48,20 @@ impl Invalidated for AfterInv {
         let (Some(rq), Some(buf)) = (self.rq.take(), self.buf.take()) else {
             return;
         };
-        let current = self.x.inner.lock().is_current(&self.conn);
-        if status != 0 || !current {
-            // A flushed LOCAL_INV (the QP went to the error state: its MR is
-            // deregistered at release), or a connection sunrpc closed
-            // meanwhile: as xprtrdma, the call is not completed from here;
-            // it is sent again on the next connection.
+        // A LOCAL_INV flushed (the QP went to the error state) or failed,
+        // or one not posted (no memory for the batch, see `defer`; the Send
+        // Queue full): a registration may be live, so the call is not
+        // completed from here; as xprtrdma, it is sent again on the next
+        // connection, which this forces.
+        if status != 0 {
+            self.x
+                .drop_call(&self.conn, self.xid, rq, regs, self.invalidated);
+            return;
+        }
+        // A connection sunrpc closed meanwhile: likewise.
+        if !self.x.inner.lock().is_current(&self.conn) {
             self.x.undefer(&self.conn, self.xid);
-            self.x.release_regs(&self.conn, regs, self.invalidated);
+            regs.release_no_inv(self.invalidated);
             drop(rq);
             return;
         }
@@ -64,7 +70,7 @@ impl Invalidated for AfterInv {
             Ok(h) => self
                 .x
                 .finish(&self.conn, rq, &h, data, Some(regs), self.invalidated),
-            // It decoded when it arrived, and the buffer was kept.
+            // A header that could not be read when it arrived (see `fail`).
             Err(_) => {
                 self.x.release_regs(&self.conn, regs, self.invalidated);
                 rq.complete(Err(EIO));
@@ -96,11 +102,7 @@ impl ClientXprt {
                 // A header we cannot read fails its call, if we know which
                 // and it is this connection's to fail.
                 if let Some((rq, x)) = xid.and_then(|x| Some((self.x.lookup(x)?, x))) {
-                    if self.release_failed(conn, x, invalidated) {
-                        rq.complete(Err(EIO));
-                    } else {
-                        conn.count(X::RepliesUnmatched, 1);
-                    }
+                    self.fail(conn, rq, x, wc, invalidated);
                 }
                 return;
             }
@@ -117,7 +119,7 @@ impl ClientXprt {
         let window = self.window(conn, qp, credits);
         // A Reply on a connection sunrpc is closing: dropping `rq` unpins
         // the call, which is sent again on the next connection.
-        let Some((regs, current)) = self.take(conn, h.xid, invalidated, window) else {
+        let Some((regs, current)) = self.take(conn, h.xid, invalidated, Some(window)) else {
             return;
         };
         // The grant, as `xprt` shows the connection's credits.
@@ -125,15 +127,10 @@ impl ClientXprt {
         conn.count(X::RepliesReceived, 1);
         let (rq, regs) = match regs {
             Some(r) if !r.invalidated_by(invalidated) => {
-                match self.defer(conn, current, rq, wc, r, invalidated, h.xid) {
-                    Ok(()) => return,
-                    // Without what the wait needs, the call finishes here,
-                    // its release waiting for each LOCAL_INV.
-                    Err((rq, r)) => {
-                        self.undefer(conn, h.xid);
-                        (rq, Some(r))
-                    }
+                if let Err((rq, r)) = self.defer(conn, current, rq, wc, r, invalidated, h.xid) {
+                    self.drop_call(conn, h.xid, rq, r, invalidated);
                 }
+                return;
             }
             r => (rq, r),
         };
@@ -191,7 +188,7 @@ impl ClientXprt {
     }
 
     /// Takes the chunks of call `xid` for its Reply and opens sunrpc's
-    /// window to `window`, under the lock sunrpc's close takes first (once
+    /// window to `window` (if given), under the lock sunrpc's close takes first (once
     /// `conn` is no longer current its credits are gone, reset_cong);
     /// returns the chunks and the connection in use, or `None` (counted
     /// `replies_unmatched`) for a Reply on a connection sunrpc is closing or
@@ -207,7 +204,7 @@ impl ClientXprt {
         conn: &Conn,
         xid: u32,
         invalidated: Option<u32>,
-        window: u32,
+        window: Option<u32>,
     ) -> Option<(Option<Regs>, Option<Arc<Conn>>)> {
         let mut g = self.inner.lock();
         if !g.is_current(conn) {
@@ -226,7 +223,9 @@ impl ClientXprt {
             }
             _ => None,
         };
-        self.x.set_credits(window);
+        if let Some(w) = window {
+            self.x.set_credits(w);
+        }
         let regs = deferred.or_else(|| g.regs.remove(&xid));
         Some((regs, g.conn.clone()))
     }
@@ -294,10 +293,10 @@ impl ClientXprt {
                 self.count_local_inv(conn, n);
                 Ok(())
             }
-            // No memory for the batch: the task runs now, in this Receive
-            // work, and its release posts each LOCAL_INV and waits for it.
+            // No memory for the batch: the task runs now, told so, and
+            // drops the call (this context must not wait for LOCAL_INVs).
             InvAsync::Refused(mut task, chunks) => {
-                task.invalidated(chunks, 0);
+                task.invalidated(chunks, ENOMEM.to_errno());
                 Ok(())
             }
         }
@@ -416,23 +415,58 @@ impl ClientXprt {
         }
     }
 
-    /// Releases the chunks of call `xid`, if still held, for a Reply on
-    /// `conn` that fails the call. Whether the call is that Reply's to fail:
-    /// not if `conn` is no longer the connection in use (the call is sent
-    /// again on the next one), nor if an earlier Reply to it is being
-    /// finished ([`AfterInv`], which completes it).
-    fn release_failed(&self, conn: &Conn, xid: u32, invalidated: Option<u32>) -> bool {
-        let regs = {
-            let mut g = self.inner.lock();
-            if !g.is_current(conn) || g.regs.get(&xid).is_some_and(|r| r.deferred) {
-                return false;
-            }
-            g.regs.remove(&xid)
+    /// Fails call `xid` for a Reply on `conn` whose header cannot be read,
+    /// its chunks invalidated first, without waiting ([`AfterInv`] fails it:
+    /// the header is still unreadable then). Not if it is not this Reply's
+    /// to fail (counted `replies_unmatched`): `conn` is no longer the
+    /// connection in use (the call is sent again on the next one), or an
+    /// earlier Reply to it is being finished.
+    fn fail(
+        self: &Arc<Self>,
+        conn: &Conn,
+        rq: PinnedRqst,
+        xid: u32,
+        wc: &Completion<'_>,
+        invalidated: Option<u32>,
+    ) {
+        let Some((regs, current)) = self.take(conn, xid, invalidated, None) else {
+            return;
         };
-        if let Some(r) = regs {
-            self.release_regs(conn, r, invalidated);
+        match regs {
+            Some(r) if !r.invalidated_by(invalidated) => {
+                if let Err((rq, r)) = self.defer(conn, current, rq, wc, r, invalidated, xid) {
+                    self.drop_call(conn, xid, rq, r, invalidated);
+                }
+            }
+            r => {
+                if let Some(r) = r {
+                    self.release_regs(conn, r, invalidated);
+                }
+                rq.complete(Err(EIO));
+            }
         }
-        true
+    }
+
+    /// The Reply to call `xid` on `conn` cannot wait for its LOCAL_INVs (no
+    /// memory for the wait), and this context, the CQ's, must not wait for
+    /// them itself: the chunks are released without (their MRs
+    /// deregistered), the call is left to be sent again, and the connection
+    /// goes, so that it is.
+    fn drop_call(
+        &self,
+        conn: &Conn,
+        xid: u32,
+        rq: PinnedRqst,
+        regs: Regs,
+        invalidated: Option<u32>,
+    ) {
+        self.undefer(conn, xid);
+        regs.release_no_inv(invalidated);
+        drop(rq);
+        let g = self.inner.lock();
+        if g.handed && g.is_current(conn) && !self.dead() {
+            self.x.force_disconnect();
+        }
     }
 }
 
