@@ -55,10 +55,10 @@ pub(crate) struct Chunk {
     remote_inv: bool,
 }
 
-// SAFETY: the C chunk is not tied to a thread; its operations serialise on the
-// QP's lock, and `&mut self` is required for everything that changes it, but
-// the LOCAL_INV of a batch (`invalidate_async`), which owns the chunk then,
-// and the post of its REG_MR (`link_chain`), which borrows it throughout.
+// A chunk changes only through `&mut self`, but for the LOCAL_INV of a batch
+// (`invalidate_async`, which owns it then) and its REG_MR's post (`link_chain`,
+// which borrows it throughout).
+// SAFETY: the C chunk is not tied to a thread; its operations take the QP's lock.
 unsafe impl Send for Chunk {}
 
 impl Chunk {

@@ -204,12 +204,11 @@ impl SendBuf {
     pub(crate) fn post(self, invalidate: Option<u32>, regs: [&[Chunk]; 2]) -> Result {
         let me = ManuallyDrop::new(self);
         let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
-        // `regs` stay borrowed until the post returns, which unlinks them.
+        // `regs` stay borrowed until the post returns, which unlinks them; C
+        // checks `len` against the buffer size.
         let first = chunk::link_chain(regs);
-        // SAFETY: by the type invariant `b` is ours, unposted; it is not used
-        // after this (Drop does not run for `me`). C checks `len` against the
-        // buffer size. `first` is null or chains live chunks of this QP
-        // (borrowed above), which C unlinks before it returns.
+        // SAFETY: `b` is ours, unposted (type invariant), unused after this (no
+        // Drop for `me`); `first` is null or chains live chunks of this QP.
         to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first) })
     }
 }
