@@ -446,15 +446,13 @@ static void rpcrdma_cm_chunk_end(struct rpcrdma_cm_chunk *c)
 		 */
 		pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed: leaking a chunk of %u pages\n",
 				   c->npages);
-		kfree(c);
-		rpcrdma_cm_qp_put(qp);
-		memalloc_nofs_restore(nofs);
-		return;
+		goto out;
 	}
 	if (c->nents)
 		ib_dma_unmap_sg(qp->pd->device, c->sgl, c->npages, c->dir);
 	for (i = 0; i < c->npages; i++)
 		put_page(c->pages[i]);
+out:
 	kfree(c);
 	rpcrdma_cm_qp_put(qp);
 	memalloc_nofs_restore(nofs);
