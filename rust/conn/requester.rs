@@ -527,15 +527,14 @@ impl Regs {
     /// Releases every chunk: LOCAL_INV for each registration, but the one
     /// the Reply's Send With Invalidate of `invalidated` invalidated (if
     /// any), counted on `conn`. Returns the LOCAL_INVs it took.
-    pub(super) fn release(mut self, conn: &Conn, invalidated: Option<u32>) -> u32 {
-        let matched = self.spare(invalidated);
+    pub(super) fn release(self, conn: &Conn, invalidated: Option<u32>) -> u32 {
         let mut local = 0;
-        for c in Iterator::chain(self.call.into_iter(), self.reply) {
+        let matched = self.release_each(invalidated, |c| {
             if c.release() {
                 conn.count(X::LocalInvalidations, 1);
                 local += 1;
             }
-        }
+        });
         match (invalidated, matched) {
             (Some(_), true) => conn.count(X::RemoteInvalidations, 1),
             // An rkey that is not one of this call's: the peer invalidated
@@ -550,11 +549,16 @@ impl Regs {
     /// in the QP's completion work): a registration the Reply's Send With
     /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
     /// deregistered instead.
-    pub(super) fn release_no_inv(mut self, invalidated: Option<u32>) {
-        let _ = self.spare(invalidated);
-        for c in Iterator::chain(self.call.into_iter(), self.reply) {
-            c.release_no_inv();
-        }
+    pub(super) fn release_no_inv(self, invalidated: Option<u32>) {
+        let _ = self.release_each(invalidated, Chunk::release_no_inv);
+    }
+
+    /// Marks the chunk `invalidated` names (see [`Regs::spare`]), then
+    /// hands every chunk to `release`. Whether one was marked.
+    fn release_each(mut self, invalidated: Option<u32>, release: impl FnMut(Chunk)) -> bool {
+        let matched = self.spare(invalidated);
+        Iterator::chain(self.call.into_iter(), self.reply).for_each(release);
+        matched
     }
 
     /// MRs the registrations had to allocate (the rest were recycled).
