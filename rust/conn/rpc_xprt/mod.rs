@@ -413,19 +413,28 @@ impl ClientXprt {
     pub(super) fn closed(&self, conn: &Conn) {
         let regs = {
             let mut g = self.inner.lock();
-            let current = g.is_current(conn);
-            if !current || self.dead() {
+            if !self.disconnect_current(&g, conn) {
                 return;
-            }
-            if g.handed {
-                // Under the lock: destroy (which sets DEAD under it) cannot
-                // have begun.
-                self.x.force_disconnect();
             }
             // Its chunks hold its QP, whose teardown waits for them.
             core::mem::take(&mut g.regs)
         };
         drop(regs);
+    }
+
+    /// Under the lock (`g`): whether `conn` is the connection in use and
+    /// destroy has not begun; if so and sunrpc was told it is connected,
+    /// sunrpc is told to close it (and so reconnects).
+    fn disconnect_current(&self, g: &Inner, conn: &Conn) -> bool {
+        if !g.is_current(conn) || self.dead() {
+            return false;
+        }
+        if g.handed {
+            // Under the lock: destroy (which sets DEAD under it) cannot
+            // have begun.
+            self.x.force_disconnect();
+        }
+        true
     }
 
     /// The connection in use, a handle on its QP, what it negotiated and the

@@ -52,17 +52,11 @@ impl Invalidated for AfterInv {
         // or one not posted (no memory for the batch, see `defer`; the Send
         // Queue full): a registration may be live, so the call is not
         // completed from here; as xprtrdma, it is sent again on the next
-        // connection, which this forces.
-        if status != 0 {
+        // connection, which this forces. Likewise on a connection sunrpc
+        // closed meanwhile.
+        if status != 0 || !self.x.inner.lock().is_current(&self.conn) {
             self.x
                 .drop_call(&self.conn, self.xid, rq, regs, self.invalidated);
-            return;
-        }
-        // A connection sunrpc closed meanwhile: likewise.
-        if !self.x.inner.lock().is_current(&self.conn) {
-            self.x.undefer(&self.conn, self.xid);
-            regs.release_no_inv(self.invalidated);
-            drop(rq);
             return;
         }
         let data = buf.data();
@@ -448,10 +442,11 @@ impl ClientXprt {
     }
 
     /// The Reply to call `xid` on `conn` cannot wait for its LOCAL_INVs (no
-    /// memory for the wait), and this context, the CQ's, must not wait for
-    /// them itself: the chunks are released without (their MRs
-    /// deregistered), the call is left to be sent again, and the connection
-    /// goes, so that it is.
+    /// memory for the wait, one failed, or `conn` is no longer the one in
+    /// use), and this context, the CQ's, must not wait for them itself: the
+    /// chunks are released without (their MRs deregistered), the call is
+    /// left to be sent again, and the connection goes (if still in use), so
+    /// that it is.
     fn drop_call(
         &self,
         conn: &Conn,
@@ -463,10 +458,7 @@ impl ClientXprt {
         self.undefer(conn, xid);
         regs.release_no_inv(invalidated);
         drop(rq);
-        let g = self.inner.lock();
-        if g.handed && g.is_current(conn) && !self.dead() {
-            self.x.force_disconnect();
-        }
+        let _ = self.disconnect_current(&self.inner.lock(), conn);
     }
 }
 
