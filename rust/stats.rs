@@ -93,6 +93,7 @@ counters! {
     LocalInvalidations => "local_invalidations",
     Registrations => "registrations",
     MrsAllocated => "mrs_allocated",
+    MrsRecycled => "mrs_recycled",
     RdmaReads => "rdma_reads",
     RdmaWrites => "rdma_writes",
     RdmaRwWrs => "rdma_rw_wrs",

@@ -412,9 +412,10 @@ ensure_tracefs() {
 }
 
 # mountstat FIELD: a field of the rdma xprt line of /proc/self/mountstats
-# (xprtrdma's print_stats), counting from the field after "rdma": 11
-# read_chunk_count, 12 write_chunk_count, 13 reply_chunk_count, 17
-# fixup_copy_count, 24 mrs_allocated, 25 local_inv_needed.
+# (xprtrdma's print_stats), counting from the field after "rdma": 3
+# connect_count, 11 read_chunk_count, 12 write_chunk_count, 13
+# reply_chunk_count, 17 fixup_copy_count, 22 mrs_recycled, 24
+# mrs_allocated, 25 local_inv_needed.
 mountstat() {
 	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
 }

@@ -11,6 +11,7 @@ LIFETIME_TESTS="
 	listener_stays_stopped_when_a_device_comes
 	rw_chain_posted_in_part
 	reg_mr_posted_without_its_send
+	local_inv_refused_at_a_reply
 "
 
 # nfsd_threads: nfsd's thread count (0 when it is not running).
@@ -223,16 +224,19 @@ listener_stays_stopped_when_a_device_comes() {
 	return $ok
 }
 
-# mount_over_ours MNT: our module alone (both classes), nfsd over it, the
-# test files exported, and MNT a hard NFS 4.2 mount over our client.
+# mount_over_ours MNT [PARAM=VALUE...]: our module alone (both classes,
+# with those parameters), nfsd over it, the test files exported, and MNT a
+# hard NFS 4.2 mount over our client (with MOUNT_OPTS added, if set).
 mount_over_ours() {
+	local dir=$1
+	shift
 	unload_transports || return 1
-	load_module xprt_class=1 || return 1
+	load_module xprt_class=1 "$@" || return 1
 	start_nfsd_on_ours || { fail "nfsd on rdmacm $NFS_PORT"; return 1; }
 	nfs_files || return 1
-	mkdir -p "$1"
-	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard "$ADDR:/" "$1" ||
-		{ fail "mount"; return 1; }
+	mkdir -p "$dir"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=4.2,hard${MOUNT_OPTS:+,$MOUNT_OPTS} \
+		"$ADDR:/" "$dir" || { fail "mount"; return 1; }
 }
 
 # An RDMA Read or Write chain the device takes only in part (ib_post_send()
@@ -311,6 +315,60 @@ reg_mr_posted_without_its_send() {
 	# (the others may have been invalidated by the server instead).
 	[ $((l1 - l0)) -ge 1 ] || { fail "no LOCAL_INV for the REG_MR in front of the refused Send"; ok=1; }
 	rm -f /tmp/export/p_1048576 /tmp/export/q[123]
+	umount "$mnt" || { fail "umount"; ok=1; }
+	rpc.nfsd 0
+	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
+	rmmod_within 10 rpcrdma_cm
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
+# A Reply whose LOCAL_INVs cannot all be posted (the Send Queue full; no
+# memory for the batch ends the same way): a registration may still be
+# live, so the call is not completed from the CQ's work, nor its MR
+# reused. The MRs are deregistered (mountstats' mrs_recycled), the call is
+# left for sunrpc to send again and the connection ends, so that it is
+# (drop_call; xprtrdma likewise leaves a call whose LOCAL_INV flushed to be
+# retransmitted). remote_invalidate=0: the server invalidates nothing, so
+# every registration takes a LOCAL_INV. With both files open first (an
+# OPEN's Reply may take a Reply chunk), test_inv_post_refuse=1 refuses the
+# first LOCAL_INV of a 1 MiB direct READ's Write chunk, then of a 1 MiB
+# direct WRITE's Read chunk; no Reply chunk meanwhile. The mount (hard)
+# reconnects each time, the data arrives byte for byte, and the module
+# unloads. timeo=1800: no RPC timeout (which also reconnects) within the
+# 120 s the I/O may take, so only drop_call's disconnect resends the call.
+local_inv_refused_at_a_reply() {
+	local ok=0 mnt=/tmp/mnt_invref cc0 cc1 cc2 m0 m1 m2 rc0 rc1 w0 w1 r1 r2
+	MOUNT_OPTS=timeo=1800 mount_over_ours "$mnt" remote_invalidate=0 || return 1
+	grep ' for=mount ' "$DBG/connections" | grep -q ' reminv=0' ||
+		{ fail "the mount negotiated remote invalidation"; ok=1; }
+	exec 3<"$mnt/f_1048576" 4>"$mnt/invref_w"
+	cc0=$(mountstat 3) m0=$(mountstat 22) rc0=$(mountstat 13) w0=$(mountstat 12)
+	setp test_inv_post_refuse 1 || ok=1
+	timeout 120 dd of=/tmp/invref_r bs=1M iflag=direct status=none <&3 ||
+		{ fail "1 MiB direct read"; ok=1; }
+	cmp -s /tmp/export/f_1048576 /tmp/invref_r || { fail "the 1 MiB read differs"; ok=1; }
+	[ "$(cat "$PARAMS/test_inv_post_refuse")" = 0 ] || { fail "no LOCAL_INV for the READ"; ok=1; }
+	cc1=$(mountstat 3) m1=$(mountstat 22) w1=$(mountstat 12) r1=$(mountstat 11)
+	setp test_inv_post_refuse 1 || ok=1
+	timeout 120 dd if=/tmp/export/f_1048576 bs=1M oflag=direct status=none >&4 ||
+		{ fail "1 MiB direct write"; ok=1; }
+	[ "$(cat "$PARAMS/test_inv_post_refuse")" = 0 ] || { fail "no LOCAL_INV for the WRITE"; ok=1; }
+	setp test_inv_post_refuse 0
+	cc2=$(mountstat 3) m2=$(mountstat 22) rc1=$(mountstat 13) r2=$(mountstat 11)
+	exec 3<&- 4>&-
+	cmp -s /tmp/export/f_1048576 /tmp/export/invref_w || { fail "the server's invref_w differs"; ok=1; }
+	ktap_print_msg "connect_count $cc0 -> $cc1 (READ) -> $cc2 (WRITE); mrs_recycled $m0 -> $m1 -> $m2;" \
+		"write chunks +$((w1 - w0)), read chunks +$((r2 - r1)), reply chunks +$((rc1 - rc0))"
+	[ "$rc1" = "$rc0" ] || { fail "Reply chunks during the I/O: the refusal may have hit one"; ok=1; }
+	[ "$w1" -gt "$w0" ] || { fail "the READ took no Write chunk"; ok=1; }
+	[ "$r2" -gt "$r1" ] || { fail "the WRITE took no Read chunk"; ok=1; }
+	[ "$cc1" -gt "$cc0" ] || { fail "the connection survived a live registration (READ)"; ok=1; }
+	[ "$cc2" -gt "$cc1" ] || { fail "the connection survived a live registration (WRITE)"; ok=1; }
+	[ "$m1" -gt "$m0" ] || { fail "no MR recycled for the READ"; ok=1; }
+	[ "$m2" -gt "$m1" ] || { fail "no MR recycled for the WRITE"; ok=1; }
+	[ "$(stat mrs_recycled)" -ge $((m2 - m0)) ] || { fail "stats: mrs_recycled $(stat mrs_recycled)"; ok=1; }
+	rm -f /tmp/invref_r /tmp/export/invref_w
 	umount "$mnt" || { fail "umount"; ok=1; }
 	rpc.nfsd 0
 	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }

@@ -37,7 +37,7 @@ use crate::proto::header::{encode_msg, Body, Header, MsgSpec, ReadSegment, Segme
 use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
-use crate::sys::chunk::Chunk;
+use crate::sys::chunk::{Chunk, Released as ChunkReleased};
 use crate::sys::qp::{Qp, SendBuf};
 use crate::sys::trace;
 use crate::sys::xdr_buf::XdrMsg;
@@ -163,6 +163,15 @@ pub(super) fn plan(neg: &Negotiated, fr_pages: u32, shape: &RpcShape) -> Result<
     let page = kernel::page::PAGE_SIZE as u32;
     let seg_max = segment_room(0, fr_pages).saturating_sub(page).max(page);
     chunk::plan(neg.c2s, neg.s2c, shape, seg_max).map_err(|_| EMSGSIZE)
+}
+
+/// What releasing a call's chunks took ([`Regs::release`]).
+#[derive(Default, Clone, Copy)]
+pub(super) struct Released {
+    /// LOCAL_INVs posted (and completed).
+    pub(super) local_inv: u32,
+    /// Registrations not known invalid, deregistered instead.
+    pub(super) recycled: u32,
 }
 
 /// What a Call registered for the peer, one registration per segment: its
@@ -526,15 +535,42 @@ impl Regs {
 
     /// Releases every chunk: LOCAL_INV for each registration, but the one
     /// the Reply's Send With Invalidate of `invalidated` invalidated (if
-    /// any), counted on `conn`. Returns the LOCAL_INVs it took.
-    pub(super) fn release(self, conn: &Conn, invalidated: Option<u32>) -> u32 {
-        let mut local = 0;
-        let matched = self.release_each(invalidated, |c| {
-            if c.release() {
-                conn.count(X::LocalInvalidations, 1);
-                local += 1;
+    /// any), counted on `conn`, as what it took.
+    pub(super) fn release(self, conn: &Conn, invalidated: Option<u32>) -> Released {
+        self.release_each(conn, invalidated, Chunk::release)
+    }
+
+    /// Releases every chunk without a LOCAL_INV or any wait (for a caller
+    /// in the QP's completion work): a registration the Reply's Send With
+    /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
+    /// deregistered instead. Counted on `conn`, as what it took.
+    pub(super) fn release_no_inv(self, conn: &Conn, invalidated: Option<u32>) -> Released {
+        self.release_each(conn, invalidated, Chunk::release_no_inv)
+    }
+
+    /// Marks the chunk `invalidated` names (see [`Regs::spare`]), then
+    /// releases every chunk with `release`, counting on `conn`.
+    fn release_each(
+        mut self,
+        conn: &Conn,
+        invalidated: Option<u32>,
+        release: fn(Chunk) -> ChunkReleased,
+    ) -> Released {
+        let matched = self.spare(invalidated);
+        let mut r = Released::default();
+        for c in Iterator::chain(self.call.into_iter(), self.reply) {
+            match release(c) {
+                ChunkReleased::LocalInv => r.local_inv += 1,
+                ChunkReleased::Recycled => r.recycled += 1,
+                ChunkReleased::Nothing => {}
             }
-        });
+        }
+        if r.local_inv != 0 {
+            conn.count(X::LocalInvalidations, u64::from(r.local_inv));
+        }
+        if r.recycled != 0 {
+            conn.count(X::MrsRecycled, u64::from(r.recycled));
+        }
         match (invalidated, matched) {
             (Some(_), true) => conn.count(X::RemoteInvalidations, 1),
             // An rkey that is not one of this call's: the peer invalidated
@@ -542,23 +578,7 @@ impl Regs {
             (Some(_), false) => conn.count(X::RemoteInvalidationsUnmatched, 1),
             _ => {}
         }
-        local
-    }
-
-    /// Releases every chunk without a LOCAL_INV or any wait (for a caller
-    /// in the QP's completion work): a registration the Reply's Send With
-    /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
-    /// deregistered instead.
-    pub(super) fn release_no_inv(self, invalidated: Option<u32>) {
-        let _ = self.release_each(invalidated, Chunk::release_no_inv);
-    }
-
-    /// Marks the chunk `invalidated` names (see [`Regs::spare`]), then
-    /// hands every chunk to `release`. Whether one was marked.
-    fn release_each(mut self, invalidated: Option<u32>, release: impl FnMut(Chunk)) -> bool {
-        let matched = self.spare(invalidated);
-        Iterator::chain(self.call.into_iter(), self.reply).for_each(release);
-        matched
+        r
     }
 
     /// MRs the registrations had to allocate (the rest were recycled).

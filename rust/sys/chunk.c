@@ -464,7 +464,9 @@ out:
  * batch did (rpcrdma_cm_chunks_inv()) or the QP is gone, and waits for that
  * LOCAL_INV (and so every WR posted before it); with @no_inv it posts
  * none, and a registration not known invalid is deregistered instead.
- * Returns 1 if a LOCAL_INV was posted, else 0. Without one it waits for nothing: a REG_MR whose
+ * Returns 1 if a LOCAL_INV was posted, -1 if a registration not known
+ * invalid is deregistered instead (xprtrdma's recycled MR), else 0. Without
+ * a LOCAL_INV it waits for nothing: a REG_MR whose
  * completion is still to come (behind a Reply in the CQ, or a flush) ends
  * the chunk when it completes. So a caller in this QP's completion work
  * (a Reply, a batch's task) must only release chunks whose registration
@@ -503,6 +505,8 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	/* A live QP completes the LOCAL_INV, a closing one flushes it. */
 	if (posted)
 		wait_event(qp->wq, atomic_read(&c->inflight) == 1);
+	else if (!invalid)
+		posted = -1;
 	c->mr_invalid = invalid;
 	/*
 	 * A registration known invalid reaches nothing: the memory is unmapped
@@ -516,6 +520,20 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	if (atomic_dec_and_test(&c->inflight))
 		rpcrdma_cm_chunk_end(c);
 	return posted;
+}
+
+/*
+ * Posts a batch's LOCAL_INV (rpcrdma_cm_chunks_inv()). In a test build,
+ * while test_inv_post_refuse counts, it is refused as a full Send Queue
+ * refuses it.
+ */
+static int rpcrdma_cm_inv_post(struct rpcrdma_cm_qp *qp, const struct ib_send_wr *inv)
+{
+#ifdef RPCRDMA_CM_TEST
+	if (rpcrdma_cm_param_take(&rpcrdma_cm_param_test_inv_post_refuse))
+		return -ENOMEM;
+#endif
+	return rpcrdma_cm_post_send(qp, inv);
 }
 
 int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *posted)
@@ -557,7 +575,7 @@ int rpcrdma_cm_chunks_inv(struct rpcrdma_cm_chunk **v, u32 n, void *done, u32 *p
 		c->inv_posted = true;
 		atomic_inc(&batch->left);
 		atomic_inc(&c->inflight);
-		if (rpcrdma_cm_post_send(qp, &inv)) {
+		if (rpcrdma_cm_inv_post(qp, &inv)) {
 			atomic_dec(&c->inflight);
 			atomic_dec(&batch->left);
 			c->inv_posted = false;

@@ -191,25 +191,43 @@ impl Chunk {
         wrs(unsafe { rpcrdma_cm_chunk_rdma(self.raw.as_ptr(), rkey, addr, true) })
     }
 
-    /// Frees the chunk; returns whether a LOCAL_INV had to be posted (and
-    /// was waited for).
-    pub(crate) fn release(self) -> bool {
+    /// Frees the chunk, with a LOCAL_INV (waited for) if its registration
+    /// may be live; says how the registration ended.
+    pub(crate) fn release(self) -> Released {
         self.free(false)
     }
 
     /// Frees the chunk without posting a LOCAL_INV or waiting for anything:
     /// a registration not known invalid is deregistered instead, once its
     /// REG_MR has completed. For a caller in its QP's completion work.
-    pub(crate) fn release_no_inv(self) {
-        self.free(true);
+    pub(crate) fn release_no_inv(self) -> Released {
+        self.free(true)
     }
 
-    fn free(self, no_inv: bool) -> bool {
+    fn free(self, no_inv: bool) -> Released {
         let me = core::mem::ManuallyDrop::new(self);
         // SAFETY: `raw` is our live chunk, freed exactly once (Drop does not run
         // for `me`).
-        unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv, no_inv) > 0 }
+        match unsafe { rpcrdma_cm_chunk_free(me.raw.as_ptr(), me.remote_inv, no_inv) } {
+            1 => Released::LocalInv,
+            -1 => Released::Recycled,
+            _ => Released::Nothing,
+        }
     }
+}
+
+/// How [`Chunk::release`] or [`Chunk::release_no_inv`] ended a chunk's
+/// registration.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// None was live: never registered, or known invalid (the peer's Send
+    /// With Invalidate, an earlier LOCAL_INV).
+    Nothing,
+    /// A LOCAL_INV, posted and completed.
+    LocalInv,
+    /// Not known invalid, so its MR was deregistered instead of reused
+    /// (xprtrdma's recycled MR: mountstats' `mrs_recycled`).
+    Recycled,
 }
 
 /// Links the chunks of `lists`, in order, for the next Send's post to put

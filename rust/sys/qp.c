@@ -749,14 +749,11 @@ int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
 			 struct ib_send_wr *stop, struct rpcrdma_cm_uint_param *param,
 			 const struct ib_send_wr **bad)
 {
-	unsigned int n = READ_ONCE(param->value);
 	struct ib_send_wr *last;
 	int ret;
 
-	do {
-		if (!n || !stop || first == stop)
-			return ib_post_send(qp->id->qp, first, bad);
-	} while (!try_cmpxchg(&param->value, &n, n - 1));
+	if (!stop || first == stop || !rpcrdma_cm_param_take(param))
+		return ib_post_send(qp->id->qp, first, bad);
 	for (last = first; last->next != stop; last = last->next)
 		;
 	last->next = NULL;

@@ -80,6 +80,8 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_release_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_detach_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_send_post_part;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_inv_post_refuse;
+bool rpcrdma_cm_param_take(struct rpcrdma_cm_uint_param *p);
 #endif
 
 /* Implemented in Rust (rust/sys/param.rs): the protocol core's rules. */

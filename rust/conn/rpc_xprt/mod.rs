@@ -38,7 +38,7 @@ use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
-use super::requester::Regs;
+use super::requester::{Regs, Released};
 use super::{advertised, endpoint, Conn, State, Upper, RESOLVE_TIMEOUT_MS};
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
@@ -115,6 +115,8 @@ struct MountCounts {
     nomsg_calls: AtomicU64,
     /// MRs the mount's registrations had to allocate (the rest were recycled).
     mrs_allocated: AtomicU64,
+    /// Registrations not known invalid, deregistered instead of reused.
+    mrs_recycled: AtomicU64,
     local_inv: AtomicU64,
 }
 
@@ -456,8 +458,13 @@ impl ClientXprt {
     /// Releases a call's registrations: LOCAL_INV for each, but the one the
     /// server's Send With Invalidate invalidated (`invalidated`).
     fn release_regs(&self, conn: &Conn, regs: Regs, invalidated: Option<u32>) {
-        let local = regs.release(conn, invalidated);
-        add(&self.counts.local_inv, u64::from(local));
+        self.count_released(regs.release(conn, invalidated));
+    }
+
+    /// Counts in mountstats what releasing a call's chunks took.
+    fn count_released(&self, r: Released) {
+        add(&self.counts.local_inv, u64::from(r.local_inv));
+        add(&self.counts.mrs_recycled, u64::from(r.recycled));
     }
 }
 
@@ -506,6 +513,7 @@ impl XprtOps for ClientOps {
         st.bad_reply_count = get(&c.bad_reply);
         st.nomsg_call_count = get(&c.nomsg_calls);
         st.mrs_allocated = get(&c.mrs_allocated);
+        st.mrs_recycled = get(&c.mrs_recycled);
         st.local_inv_needed = get(&c.local_inv);
     }
 

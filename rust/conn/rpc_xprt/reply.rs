@@ -456,7 +456,7 @@ impl ClientXprt {
         invalidated: Option<u32>,
     ) {
         self.undefer(conn, xid);
-        regs.release_no_inv(invalidated);
+        self.count_released(regs.release_no_inv(conn, invalidated));
         drop(rq);
         let _ = self.disconnect_current(&self.inner.lock(), conn);
     }
