@@ -239,6 +239,21 @@ mount_over_ours() {
 		"$ADDR:/" "$dir" || { fail "mount"; return 1; }
 }
 
+# unmount_over_ours MNT: the end of a test that began with mount_over_ours:
+# MNT unmounted, nfsd stopped, no kernel report in the log, and the module
+# unloads within 10 s. Fails (returns 1) on any of these.
+unmount_over_ours() {
+	local ok=0 line
+	umount "$1" || { fail "umount"; ok=1; }
+	rpc.nfsd 0
+	line=$(grep ' role=server ' "$DBG/connections" | grep -v -e 'state=closed' -e 'state=disconnected' -e 'state=closed_by_nfsd' | head -1)
+	[ -z "$line" ] || ktap_print_msg "still open: $line"
+	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
+	rmmod_within 10 rpcrdma_cm
+	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	return $ok
+}
+
 # An RDMA Read or Write chain the device takes only in part (ib_post_send()
 # refusing a WR after the first): the WRs posted use the chain's mappings
 # and pages until they complete or are flushed, so the chain must outlive
@@ -251,7 +266,7 @@ mount_over_ours() {
 # path is sound; the use-after-free it prevents (on 2ec06bd the chain was
 # freed at once) needs a device that reads its WRs later.
 rw_chain_posted_in_part() {
-	local ok=0 mnt=/tmp/mnt_part i cc0 cc1 cc2 line p0 parts
+	local ok=0 mnt=/tmp/mnt_part i cc0 cc1 cc2 p0 parts
 	mount_over_ours "$mnt" || return 1
 	cc0=$(mountstat 3)
 	p0=$(klog | grep -c 'posted in part')
@@ -272,13 +287,7 @@ rw_chain_posted_in_part() {
 	[ "$cc1" -gt "$cc0" ] || { fail "the connection survived a READ chain posted in part"; ok=1; }
 	[ "$cc2" -gt "$cc1" ] || { fail "the connection survived a WRITE chain posted in part"; ok=1; }
 	[ "$parts" = 2 ] || { fail "$parts chains reported posted in part, expected 2"; ok=1; }
-	umount "$mnt" || { fail "umount"; ok=1; }
-	rpc.nfsd 0
-	line=$(grep ' role=server ' "$DBG/connections" | grep -v -e 'state=closed' -e 'state=disconnected' -e 'state=closed_by_nfsd' | head -1)
-	[ -z "$line" ] || ktap_print_msg "still open: $line"
-	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
-	rmmod_within 10 rpcrdma_cm
-	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	unmount_over_ours "$mnt" || ok=1
 	return $ok
 }
 
@@ -315,11 +324,7 @@ reg_mr_posted_without_its_send() {
 	# (the others may have been invalidated by the server instead).
 	[ $((l1 - l0)) -ge 1 ] || { fail "no LOCAL_INV for the REG_MR in front of the refused Send"; ok=1; }
 	rm -f /tmp/export/p_1048576 /tmp/export/q[123]
-	umount "$mnt" || { fail "umount"; ok=1; }
-	rpc.nfsd 0
-	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
-	rmmod_within 10 rpcrdma_cm
-	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	unmount_over_ours "$mnt" || ok=1
 	return $ok
 }
 
@@ -369,10 +374,6 @@ local_inv_refused_at_a_reply() {
 	[ "$m2" -gt "$m1" ] || { fail "no MR recycled for the WRITE"; ok=1; }
 	[ "$(stat mrs_recycled)" -ge $((m2 - m0)) ] || { fail "stats: mrs_recycled $(stat mrs_recycled)"; ok=1; }
 	rm -f /tmp/invref_r /tmp/export/invref_w
-	umount "$mnt" || { fail "umount"; ok=1; }
-	rpc.nfsd 0
-	klog | grep -E 'BUG:|KASAN|general protection|refcount_t|still waits for' && { fail "kernel report"; ok=1; }
-	rmmod_within 10 rpcrdma_cm
-	! module_loaded || { fail "rmmod refused: refcnt $(cat /sys/module/rpcrdma_cm/refcnt)"; ok=1; }
+	unmount_over_ours "$mnt" || ok=1
 	return $ok
 }
