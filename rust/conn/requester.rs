@@ -37,7 +37,7 @@ use crate::proto::header::{encode_msg, Body, Header, MsgSpec, ReadSegment, Segme
 use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
-use crate::sys::chunk::{Chunk, Released as ChunkReleased};
+use crate::sys::chunk::{Chunk, Released};
 use crate::sys::qp::{Qp, SendBuf};
 use crate::sys::trace;
 use crate::sys::xdr_buf::XdrMsg;
@@ -167,7 +167,7 @@ pub(super) fn plan(neg: &Negotiated, fr_pages: u32, shape: &RpcShape) -> Result<
 
 /// What releasing a call's chunks took ([`Regs::release`]).
 #[derive(Default, Clone, Copy)]
-pub(super) struct Released {
+pub(super) struct ReleaseCounts {
     /// LOCAL_INVs posted (and completed).
     pub(super) local_inv: u32,
     /// Registrations not known invalid, deregistered instead.
@@ -536,7 +536,7 @@ impl Regs {
     /// Releases every chunk: LOCAL_INV for each registration, but the one
     /// the Reply's Send With Invalidate of `invalidated` invalidated (if
     /// any), counted on `conn`, as what it took.
-    pub(super) fn release(self, conn: &Conn, invalidated: Option<u32>) -> Released {
+    pub(super) fn release(self, conn: &Conn, invalidated: Option<u32>) -> ReleaseCounts {
         self.release_each(conn, invalidated, Chunk::release)
     }
 
@@ -544,7 +544,7 @@ impl Regs {
     /// in the QP's completion work): a registration the Reply's Send With
     /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
     /// deregistered instead. Counted on `conn`, as what it took.
-    pub(super) fn release_no_inv(self, conn: &Conn, invalidated: Option<u32>) -> Released {
+    pub(super) fn release_no_inv(self, conn: &Conn, invalidated: Option<u32>) -> ReleaseCounts {
         self.release_each(conn, invalidated, Chunk::release_no_inv)
     }
 
@@ -554,15 +554,15 @@ impl Regs {
         mut self,
         conn: &Conn,
         invalidated: Option<u32>,
-        release: fn(Chunk) -> ChunkReleased,
-    ) -> Released {
+        release: fn(Chunk) -> Released,
+    ) -> ReleaseCounts {
         let matched = self.spare(invalidated);
-        let mut r = Released::default();
+        let mut r = ReleaseCounts::default();
         for c in Iterator::chain(self.call.into_iter(), self.reply) {
             match release(c) {
-                ChunkReleased::LocalInv => r.local_inv += 1,
-                ChunkReleased::Recycled => r.recycled += 1,
-                ChunkReleased::Nothing => {}
+                Released::LocalInv => r.local_inv += 1,
+                Released::Recycled => r.recycled += 1,
+                Released::Nothing => {}
             }
         }
         if r.local_inv != 0 {

@@ -476,7 +476,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 {
 	struct rpcrdma_cm_qp *qp = c->qp;
 	bool invalid = !c->registered || remotely_invalidated || c->inv_posted;
-	int posted = 0;
+	int ret = 0;
 
 	/*
 	 * A LOCAL_INV rpcrdma_cm_chunks_inv() posted has completed (the batch
@@ -497,16 +497,16 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 		if (rpcrdma_cm_post_send(qp, &inv)) {
 			atomic_dec(&c->inflight);
 		} else {
-			posted = 1;
+			ret = 1;
 			invalid = true;
 		}
 		rpcrdma_cm_qp_leave(qp);
 	}
 	/* A live QP completes the LOCAL_INV, a closing one flushes it. */
-	if (posted)
+	if (ret == 1)
 		wait_event(qp->wq, atomic_read(&c->inflight) == 1);
 	else if (!invalid)
-		posted = -1;
+		ret = -1;
 	c->mr_invalid = invalid;
 	/*
 	 * A registration known invalid reaches nothing: the memory is unmapped
@@ -519,7 +519,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	}
 	if (atomic_dec_and_test(&c->inflight))
 		rpcrdma_cm_chunk_end(c);
-	return posted;
+	return ret;
 }
 
 /*

@@ -38,7 +38,7 @@ use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
-use super::requester::{Regs, Released};
+use super::requester::{Regs, ReleaseCounts};
 use super::{advertised, endpoint, Conn, State, Upper, RESOLVE_TIMEOUT_MS};
 use crate::proto::config::Advert;
 use crate::proto::conn_state::{Closed, ConnState};
@@ -462,7 +462,7 @@ impl ClientXprt {
     }
 
     /// Counts in mountstats what releasing a call's chunks took.
-    fn count_released(&self, r: Released) {
+    fn count_released(&self, r: ReleaseCounts) {
         add(&self.counts.local_inv, u64::from(r.local_inv));
         add(&self.counts.mrs_recycled, u64::from(r.recycled));
     }
