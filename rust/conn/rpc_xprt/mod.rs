@@ -31,7 +31,7 @@ mod reply;
 mod send;
 
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
@@ -92,6 +92,7 @@ impl XprtFactory for ClientFactory {
                     handed: false,
                     regs: RBTree::new(),
                 }),
+                kept: AtomicBool::new(false),
                 users: AtomicU32::new(0),
                 idle <- new_condvar!(),
             }),
@@ -156,10 +157,15 @@ impl Inner {
 }
 
 /// One mount's transport. Fields are immutable (`state`, `x`, `net`,
-/// `peer`), atomic (`counts`, `bc_max`, `connects`, `users`), or under
-/// `inner`'s mutex ([`Inner`]); `idle` is waited on with `inner`'s guard.
+/// `peer`), atomic (`counts`, `bc_max`, `connects`, `users`, `kept`), or
+/// under `inner`'s mutex ([`Inner`]); `idle` is waited on with `inner`'s
+/// guard.
 ///
 /// # Invariants
+///
+/// `kept` is stored under `inner`'s lock after every change of
+/// `inner.regs` ([`ClientXprt::regs_changed`]): it is false only while
+/// `regs` is empty.
 ///
 /// `users` counts the [`Entered`] and [`EnteredArc`] guards, plus [`DEAD`]
 /// once destroy has begun. [`DEAD`] is set under `inner`'s lock and never
@@ -189,6 +195,9 @@ pub(crate) struct ClientXprt {
     users: AtomicU32,
     #[pin]
     inner: Mutex<Inner>,
+    /// Whether `inner.regs` holds any entry: buf_free takes no lock for a
+    /// call that kept no chunks (most calls), as xprtrdma's.
+    kept: AtomicBool,
     /// Signalled when the last user leaves after destroy began.
     #[pin]
     idle: CondVar,
@@ -386,6 +395,12 @@ impl ClientXprt {
         }
     }
 
+    /// Under the lock (`g`), after a change of `g.regs`: whether any call
+    /// keeps chunks, for buf_free.
+    fn regs_changed(&self, g: &Inner) {
+        self.kept.store(!g.regs.is_empty(), Ordering::Release);
+    }
+
     /// Drops `conn` as the current connection, if it still is.
     fn forget(&self, conn: &Arc<Conn>) {
         let mut g = self.inner.lock();
@@ -402,7 +417,9 @@ impl ClientXprt {
         let (conn, regs) = {
             let mut g = self.inner.lock();
             g.handed = false;
-            (g.conn.take(), core::mem::take(&mut g.regs))
+            let taken = (g.conn.take(), core::mem::take(&mut g.regs));
+            self.regs_changed(&g);
+            taken
         };
         drop(regs);
         if let Some(c) = conn {
@@ -419,7 +436,9 @@ impl ClientXprt {
                 return;
             }
             // Its chunks hold its QP, whose teardown waits for them.
-            core::mem::take(&mut g.regs)
+            let taken = core::mem::take(&mut g.regs);
+            self.regs_changed(&g);
+            taken
         };
         drop(regs);
     }
@@ -497,7 +516,17 @@ impl XprtOps for ClientOps {
     }
 
     fn buf_free(&self, xid: u32) {
-        let chunks = self.0.inner.lock().regs.remove(&xid);
+        // The call's send stored `kept` true, before this in the task's
+        // life, if it kept chunks; false since means the map emptied, so
+        // whoever took its entry releases them.
+        if !self.0.kept.load(Ordering::Acquire) {
+            return;
+        }
+        let x = &self.0;
+        let mut g = x.inner.lock();
+        let chunks = g.regs.remove(&xid);
+        x.regs_changed(&g);
+        drop(g);
         drop(chunks);
     }
 

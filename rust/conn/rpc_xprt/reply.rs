@@ -221,6 +221,7 @@ impl ClientXprt {
             self.x.set_credits(w);
         }
         let regs = deferred.or_else(|| g.regs.remove(&xid));
+        self.regs_changed(&g);
         Some((regs, g.conn.clone()))
     }
 
@@ -234,6 +235,7 @@ impl ClientXprt {
             Some(r) if r.deferred && g.is_current(conn) => g.regs.remove(&xid),
             _ => None,
         };
+        self.regs_changed(&g);
         drop(g);
         drop(old);
     }

@@ -106,6 +106,7 @@ impl ClientXprt {
         let kept = g.regs.get(&xid).ok_or(EINVAL);
         let res = kept.and_then(|r| requester::post(conn, e, r));
         let failed = res.is_err().then(|| g.regs.remove(&xid)).flatten();
+        self.regs_changed(&g);
         drop(g);
         drop(old);
         if let Some(r) = failed {
