@@ -12,6 +12,7 @@ LIFETIME_TESTS="
 	rw_chain_posted_in_part
 	reg_mr_posted_without_its_send
 	local_inv_refused_at_a_reply
+	small_chunks_kept_for_the_next_calls
 "
 
 # nfsd_threads: nfsd's thread count (0 when it is not running).
@@ -374,6 +375,36 @@ local_inv_refused_at_a_reply() {
 	[ "$m2" -gt "$m1" ] || { fail "no MR recycled for the WRITE"; ok=1; }
 	[ "$(stat mrs_recycled)" -ge $((m2 - m0)) ] || { fail "stats: mrs_recycled $(stat mrs_recycled)"; ok=1; }
 	rm -f /tmp/invref_r /tmp/export/invref_w
+	unmount_over_ours "$mnt" || ok=1
+	return $ok
+}
+
+# A chunk of a few pages, once ended, is kept on its QP and taken again by
+# a next call rather than allocated (the memory only: its registration is
+# new each time). 4 KiB thresholds both ends, so each of 200 direct 4 KiB
+# READs takes a Write chunk of one page: the mount's connection registers
+# 200 times and allocates at least one chunk and at most a few
+# (chunk_allocs in xprt; one READ at a time). Then the mount ends, with no
+# kernel report, and the module unloads (that the kept chunks are freed
+# with the QP, kmemleak shows in make check-debug).
+small_chunks_kept_for_the_next_calls() {
+	local ok=0 mnt=/tmp/mnt_keep id line a0 a1 g0 g1
+	mount_over_ours "$mnt" send_size=4096 recv_size=4096 || return 1
+	# The file opened first: the READs are the only calls with chunks.
+	exec 3<"$mnt/f_1048576"
+	id=$(field "$(grep ' for=mount ' "$DBG/connections" | grep state=established | tail -1)" id)
+	line=$(grep "^id=$id " "$DBG/xprt")
+	a0=$(field "$line" chunk_allocs) g0=$(xcount "$id" registrations)
+	timeout 120 dd of=/dev/null bs=4k count=200 iflag=direct status=none <&3 ||
+		{ fail "200 direct 4 KiB reads"; ok=1; }
+	exec 3<&-
+	line=$(grep "^id=$id " "$DBG/xprt")
+	a1=$(field "$line" chunk_allocs) g1=$(xcount "$id" registrations)
+	ktap_print_msg "connection $id: registrations $g0 -> $g1, chunk_allocs $a0 -> $a1"
+	[ -n "$a0" ] && [ -n "$a1" ] || { fail "no chunk_allocs in xprt for connection $id"; ok=1; }
+	[ $((g1 - g0)) -ge 200 ] || { fail "fewer than 200 registrations: the READs took no chunk"; ok=1; }
+	[ "${a1:-0}" -ge 1 ] || { fail "no chunk counted in chunk_allocs"; ok=1; }
+	[ $((${a1:-0} - ${a0:-0})) -le 4 ] || { fail "$((a1 - a0)) chunks allocated for 200 READs"; ok=1; }
 	unmount_over_ours "$mnt" || ok=1
 	return $ok
 }

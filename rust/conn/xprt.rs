@@ -134,10 +134,11 @@ impl crate::sys::debugfs::Show for XprtFile {
                 let (recv, short) = qp.recv_allocated();
                 write!(
                     m,
-                    " recv_bufs={} recv_posting={} send_bufs={}",
+                    " recv_bufs={} recv_posting={} send_bufs={} chunk_allocs={}",
                     recv,
                     qp.recv_buffers().posting,
-                    qp.send_buffers()
+                    qp.send_buffers(),
+                    qp.chunks_allocated()
                 )?;
                 if short > 0 {
                     write!(m, " recv_short={}", short)?;

@@ -28,6 +28,8 @@ struct rpcrdma_cm_chunk {
 	struct rpcrdma_cm_qp *qp;
 	struct page **pages;	/* one per page, after @sgl (rpcrdma_cm_chunk_new) */
 	u32 npages;
+	u32 cap;		/* pages @sgl and @pages have room for */
+	struct list_head cache_entry;	/* on @qp->chunk_free once ended */
 	u32 len;
 	u32 offset;		/* of the first octet in pages[0] */
 	/* FRWR */
@@ -94,19 +96,90 @@ static void rpcrdma_cm_inv_batch_put(struct rpcrdma_cm_inv_batch *b)
 	kfree(b);
 }
 
+/*
+ * Chunks of up to RPCRDMA_CM_CHUNK_CACHE_PAGES pages (a small RPC's data,
+ * a short Reply chunk: most chunks) are made that size and, once ended, kept
+ * on their QP for the next one, up to RPCRDMA_CM_CHUNK_CACHE of them: no
+ * allocation per call for them (xprtrdma keeps its MRs' scatterlists
+ * likewise).
+ */
+#define RPCRDMA_CM_CHUNK_CACHE_PAGES 4
+#define RPCRDMA_CM_CHUNK_CACHE 64
+
+static size_t rpcrdma_cm_chunk_size(u32 cap)
+{
+	struct rpcrdma_cm_chunk *c;
+
+	/* One allocation: the chunk, its scatterlist, its page array. */
+	return struct_size(c, sgl, cap) + cap * sizeof(*c->pages);
+}
+
+/* A kept chunk of @qp's cache, if any. */
+static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_kept(struct rpcrdma_cm_qp *qp)
+{
+	struct rpcrdma_cm_chunk *c = NULL;
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->lock, flags);
+	if (!list_empty(&qp->chunk_free)) {
+		c = list_first_entry(&qp->chunk_free, struct rpcrdma_cm_chunk, cache_entry);
+		list_del(&c->cache_entry);
+		qp->chunk_free_count--;
+	}
+	spin_unlock_irqrestore(&qp->lock, flags);
+	return c;
+}
+
+/*
+ * Keeps the ended chunk @c (its memory only) for @qp's next small chunk;
+ * once the QP is closing, or with enough kept, it is freed. What is kept is
+ * bounded (RPCRDMA_CM_CHUNK_CACHE) and lives as long as the connection.
+ */
+static void rpcrdma_cm_chunk_keep(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_chunk *c)
+{
+	unsigned long flags;
+	bool kept = false;
+
+	if (c->cap == RPCRDMA_CM_CHUNK_CACHE_PAGES) {
+		spin_lock_irqsave(&qp->lock, flags);
+		kept = !qp->closed && qp->chunk_free_count < RPCRDMA_CM_CHUNK_CACHE;
+		if (kept) {
+			list_add(&c->cache_entry, &qp->chunk_free);
+			qp->chunk_free_count++;
+		}
+		spin_unlock_irqrestore(&qp->lock, flags);
+	}
+	if (!kept)
+		kfree(c);
+}
+
+/* Chunks allocated on @qp so far (the others were kept ones, taken again). */
+u32 rpcrdma_cm_chunks_allocated(struct rpcrdma_cm_qp *qp)
+{
+	return atomic_read(&qp->chunks_allocated);
+}
+
 /* A chunk of @npages pages (none filled in yet), holding a reference on @qp. */
 static struct rpcrdma_cm_chunk *rpcrdma_cm_chunk_new(struct rpcrdma_cm_qp *qp, u32 npages,
 						     u32 len)
 {
-	struct rpcrdma_cm_chunk *c;
+	u32 cap = max_t(u32, npages, RPCRDMA_CM_CHUNK_CACHE_PAGES);
+	struct rpcrdma_cm_chunk *c = NULL;
 
 	if (!len || !npages || npages > RPCRDMA_CM_CHUNK_MAX_PAGES)
 		return NULL;
-	/* One allocation: the chunk, its scatterlist, its page array. */
-	c = kzalloc(struct_size(c, sgl, npages) + npages * sizeof(*c->pages), GFP_KERNEL);
-	if (!c)
-		return NULL;
-	c->pages = (struct page **)&c->sgl[npages];
+	if (cap == RPCRDMA_CM_CHUNK_CACHE_PAGES)
+		c = rpcrdma_cm_chunk_kept(qp);
+	if (c) {
+		memset(c, 0, rpcrdma_cm_chunk_size(cap));
+	} else {
+		c = kzalloc(rpcrdma_cm_chunk_size(cap), GFP_KERNEL);
+		if (!c)
+			return NULL;
+		atomic_inc(&qp->chunks_allocated);
+	}
+	c->cap = cap;
+	c->pages = (struct page **)&c->sgl[cap];
 	sg_init_table(c->sgl, npages);
 	c->len = len;
 	atomic_set(&c->inflight, 1);
@@ -291,16 +364,27 @@ static int rpcrdma_cm_mr_put(struct rpcrdma_cm_qp *qp, struct ib_mr *mr)
 	return kept ? 0 : ib_dereg_mr(mr);
 }
 
-void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp)
+/*
+ * Teardown, once the QP is closed: frees the MRs and the chunks' memory kept
+ * for reuse. A chunk that ends later (its holder let go after the teardown)
+ * finds the QP closed, and its MR and memory are freed at once.
+ */
+void rpcrdma_cm_chunk_pools_destroy(struct rpcrdma_cm_qp *qp)
 {
+	struct rpcrdma_cm_chunk *c, *cnext;
 	struct ib_mr *mr, *next;
 	unsigned long flags;
-	LIST_HEAD(all);
+	LIST_HEAD(chunks);
+	LIST_HEAD(mrs);
 
 	spin_lock_irqsave(&qp->lock, flags);
-	list_splice_init(&qp->mr_free, &all);
+	list_splice_init(&qp->mr_free, &mrs);
+	list_splice_init(&qp->chunk_free, &chunks);
+	qp->chunk_free_count = 0;
 	spin_unlock_irqrestore(&qp->lock, flags);
-	list_for_each_entry_safe(mr, next, &all, qp_entry)
+	list_for_each_entry_safe(c, cnext, &chunks, cache_entry)
+		kfree(c);
+	list_for_each_entry_safe(mr, next, &mrs, qp_entry)
 		if (ib_dereg_mr(mr))
 			pr_err_ratelimited("rpcrdma_cm: ib_dereg_mr failed on an invalid MR\n");
 }
@@ -453,7 +537,8 @@ static void rpcrdma_cm_chunk_end(struct rpcrdma_cm_chunk *c)
 	for (i = 0; i < c->npages; i++)
 		put_page(c->pages[i]);
 out:
-	kfree(c);
+	/* Before the put: the QP, and so its cache, lives until then. */
+	rpcrdma_cm_chunk_keep(qp, c);
 	rpcrdma_cm_qp_put(qp);
 	memalloc_nofs_restore(nofs);
 }

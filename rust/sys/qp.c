@@ -564,6 +564,8 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	mutex_init(&qp->recv_mutex);
 	atomic_set(&qp->recv_kept, 0);
 	INIT_LIST_HEAD(&qp->mr_free);
+	INIT_LIST_HEAD(&qp->chunk_free);
+	atomic_set(&qp->chunks_allocated, 0);
 	INIT_LIST_HEAD(&qp->rw_orphans);
 	qp->mr_pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len,
 			     RPCRDMA_CM_CHUNK_MAX_PAGES);
@@ -664,7 +666,7 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 	flush_work(&qp->recv_work);
 	rpcrdma_cm_rw_orphans_free(qp);
 	wait_event(qp->wq, atomic_read(&qp->users) == 0);
-	rpcrdma_cm_mr_pool_destroy(qp);
+	rpcrdma_cm_chunk_pools_destroy(qp);
 	if (qp->id->qp)
 		rdma_destroy_qp(qp->id);
 	rpcrdma_cm_bufs_free(qp, qp->send, qp->send_depth, DMA_TO_DEVICE);

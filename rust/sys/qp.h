@@ -81,6 +81,14 @@ struct rpcrdma_cm_qp {
 	 */
 	struct list_head mr_free;
 	u32 mr_pages;
+	/*
+	 * Ended chunks of RPCRDMA_CM_CHUNK_CACHE_PAGES pages, at most
+	 * RPCRDMA_CM_CHUNK_CACHE of them, kept for the next chunk this small
+	 * (chunk.c); freed by teardown, as @mr_free.
+	 */
+	struct list_head chunk_free;
+	u32 chunk_free_count;
+	atomic_t chunks_allocated;	/* chunks allocated so far, kept or not */
 	struct work_struct recv_work;
 	struct workqueue_struct *recv_wq;
 	bool recv_direct;	/* Receives handled in CQ context */
@@ -153,7 +161,8 @@ struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct i
 void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad);
 
 /* Deregisters the QP's recycled MRs (teardown, once @closed is set). */
-void rpcrdma_cm_mr_pool_destroy(struct rpcrdma_cm_qp *qp);
+/* Teardown (chunk.c): the MRs and the chunks' memory kept for reuse go. */
+void rpcrdma_cm_chunk_pools_destroy(struct rpcrdma_cm_qp *qp);
 /* Frees the chains posted in part (teardown, after the drain). */
 void rpcrdma_cm_rw_orphans_free(struct rpcrdma_cm_qp *qp);
 

@@ -19,10 +19,10 @@ use kernel::error::to_result;
 use kernel::prelude::*;
 
 use super::bindings::{
-    rpcrdma_cm_buf, rpcrdma_cm_qp, rpcrdma_cm_qp_attr, rpcrdma_cm_qp_disconnect, rpcrdma_cm_qp_get,
-    rpcrdma_cm_qp_put, rpcrdma_cm_recv_allocated, rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow,
-    rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release, rpcrdma_cm_send_abort,
-    rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
+    rpcrdma_cm_buf, rpcrdma_cm_chunks_allocated, rpcrdma_cm_qp, rpcrdma_cm_qp_attr,
+    rpcrdma_cm_qp_disconnect, rpcrdma_cm_qp_get, rpcrdma_cm_qp_put, rpcrdma_cm_recv_allocated,
+    rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow, rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release,
+    rpcrdma_cm_send_abort, rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
 use super::chunk::{self, Chunk};
 
@@ -138,6 +138,13 @@ impl Qp {
     pub(crate) fn send_buffers(&self) -> u32 {
         // SAFETY: as in `recv_buffers`.
         unsafe { rpcrdma_cm_send_allocated(self.raw()) }
+    }
+
+    /// Chunks allocated on this QP so far (an ended small one is kept for
+    /// the next, see chunk.c).
+    pub(crate) fn chunks_allocated(&self) -> u32 {
+        // SAFETY: as in `recv_buffers`, one word.
+        unsafe { rpcrdma_cm_chunks_allocated(self.raw()) }
     }
 
     /// Sends one message: `fill` writes it into a Send buffer and returns its
