@@ -190,8 +190,8 @@ pub(super) struct Regs {
 /// A Call's transport header and inline parts, ready to post.
 pub(super) struct Wire {
     nomsg: bool,
-    reads: KVec<ReadSegment>,
-    reply: KVec<Segment>,
+    reads: Few<ReadSegment>,
+    reply: Few<Segment>,
     write_list: bool,
     /// What of the Call goes in the Send, as (offset, length) in the Call.
     inline: [(u32, u32); 2],
@@ -207,13 +207,43 @@ fn segment(c: &Chunk) -> Result<Segment> {
     })
 }
 
-/// The segments of `chunks` (registered), as the header lists them.
-fn segments(chunks: &[Chunk]) -> Result<KVec<Segment>> {
-    let mut v = KVec::with_capacity(chunks.len(), GFP_KERNEL)?;
-    for c in chunks {
-        v.push(segment(c)?, GFP_KERNEL)?;
+/// Segments kept inline up to [`FEW`], on the heap beyond: the lists of
+/// most calls (a chunk or two) cost no allocation.
+enum Few<T> {
+    Inline([T; FEW], usize),
+    Heap(KVec<T>),
+}
+
+/// Segments a [`Few`] holds inline.
+const FEW: usize = 4;
+
+impl<T: Copy + Default> Few<T> {
+    /// `f(item)` for each of `items`, in order.
+    fn map<S>(items: &[S], mut f: impl FnMut(&S) -> Result<T>) -> Result<Self> {
+        if items.len() <= FEW {
+            let mut a = [T::default(); FEW];
+            for (slot, item) in a.iter_mut().zip(items) {
+                *slot = f(item)?;
+            }
+            return Ok(Few::Inline(a, items.len()));
+        }
+        let mut v = KVec::with_capacity(items.len(), GFP_KERNEL)?;
+        for item in items {
+            v.push(f(item)?, GFP_KERNEL)?;
+        }
+        Ok(Few::Heap(v))
     }
-    Ok(v)
+}
+
+impl<T> core::ops::Deref for Few<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match self {
+            Few::Inline(a, n) => &a[..*n],
+            Few::Heap(v) => v,
+        }
+    }
 }
 
 /// Registers the chunks `p` names for `src` into `regs` (empty before) and
@@ -279,15 +309,16 @@ pub(super) fn prepare(
         }
         ReplyPlan::ReplyChunk { len, .. } => reg.alloc(&mut regs.reply, len, true)?,
     }
-    let mut reads = KVec::with_capacity(regs.call.len(), GFP_KERNEL)?;
-    for c in regs.call.iter() {
-        let segment = segment(c)?;
-        reads.push(ReadSegment { position, segment }, GFP_KERNEL)?;
-    }
+    let reads = Few::map(&regs.call, |c| {
+        Ok(ReadSegment {
+            position,
+            segment: segment(c)?,
+        })
+    })?;
     let wire = Wire {
         nomsg,
         reads,
-        reply: segments(&regs.reply)?,
+        reply: Few::map(&regs.reply, segment)?,
         write_list: regs.write_list,
         inline,
     };
