@@ -33,7 +33,7 @@ mod send;
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
-use kernel::rbtree::RBTree;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex, new_spinlock};
@@ -74,6 +74,7 @@ pub(crate) struct ClientFactory(pub(crate) Arc<State>);
 
 impl XprtFactory for ClientFactory {
     fn create(&self, x: RpcXprt, net: Net, peer: SocketAddr) -> Result<Arc<dyn XprtOps>> {
+        let spare = KVec::with_capacity(SLOTS as usize, GFP_KERNEL)?;
         let xprt = Arc::pin_init(
             pin_init!(ClientXprt {
                 state: self.0.clone(),
@@ -91,6 +92,7 @@ impl XprtFactory for ClientFactory {
                     conn: None,
                     handed: false,
                     regs: RBTree::new(),
+                    spare,
                 }),
                 kept: AtomicBool::new(false),
                 users: AtomicU32::new(0),
@@ -147,12 +149,27 @@ struct Inner {
     /// Chunks of the calls sent on `conn`, by XID, until their Reply (and,
     /// marked `deferred`, while the Reply waits for its LOCAL_INVs).
     regs: RBTree<u32, Regs>,
+    /// Nodes of removed entries, for the next calls' entries: a call that
+    /// keeps chunks allocates none (room for a window's worth reserved).
+    spare: KVec<RBTreeNodeReservation<u32, Regs>>,
 }
 
 impl Inner {
     /// Whether `conn` is the connection in use.
     fn is_current(&self, conn: &Conn) -> bool {
         self.conn.as_deref().is_some_and(|c| core::ptr::eq(c, conn))
+    }
+
+    /// Removes the entry of `xid` from `regs`; its node is kept in `spare`
+    /// (within the room reserved: no allocation) for a next entry.
+    fn remove(&mut self, xid: u32) -> Option<Regs> {
+        // The chunks leave first: the node drops an empty `Regs`, nothing
+        // whose release could wait under the lock.
+        let regs = core::mem::take(self.regs.get_mut(&xid)?);
+        if let Some(node) = self.regs.remove_node(&xid) {
+            let _ = self.spare.push_within_capacity(node.into_reservation());
+        }
+        Some(regs)
     }
 }
 
@@ -524,7 +541,7 @@ impl XprtOps for ClientOps {
         }
         let x = &self.0;
         let mut g = x.inner.lock();
-        let chunks = g.regs.remove(&xid);
+        let chunks = g.remove(xid);
         x.regs_changed(&g);
         drop(g);
         drop(chunks);

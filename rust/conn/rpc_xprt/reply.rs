@@ -220,7 +220,7 @@ impl ClientXprt {
         if let Some(w) = window {
             self.x.set_credits(w);
         }
-        let regs = deferred.or_else(|| g.regs.remove(&xid));
+        let regs = deferred.or_else(|| g.remove(xid));
         self.regs_changed(&g);
         Some((regs, g.conn.clone()))
     }
@@ -232,7 +232,7 @@ impl ClientXprt {
         // Entries are those of the connection in use: once `conn` is not,
         // its entries went with it, and one found is another connection's.
         let old = match g.regs.get(&xid) {
-            Some(r) if r.deferred && g.is_current(conn) => g.regs.remove(&xid),
+            Some(r) if r.deferred && g.is_current(conn) => g.remove(xid),
             _ => None,
         };
         self.regs_changed(&g);

@@ -86,18 +86,29 @@ impl ClientXprt {
     /// first: its Reply may come at once. Under the lock, so that a close
     /// cannot take the chunks while their REG_MRs are posted.
     fn post_kept(&self, conn: &Conn, xid: u32, e: Encoded, regs: Regs) -> Result {
-        // The node is allocated first: chunks are never dropped under the
-        // lock (their release waits for LOCAL_INVs, whose completion may
-        // need the lock, see `AfterInv`).
-        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
-            Ok(n) => n,
-            Err(e) => {
-                self.release_regs(conn, regs, None);
-                return Err(e);
+        // A node kept from an earlier entry, else one allocated without
+        // the lock (reclaim may write back through this mount); chunks are
+        // never dropped under the lock (their release waits for
+        // LOCAL_INVs, whose completion may need the lock, see `AfterInv`).
+        let mut g = self.inner.lock();
+        let node = match g.spare.pop() {
+            Some(n) => n,
+            None => {
+                drop(g);
+                match RBTreeNodeReservation::new(GFP_KERNEL) {
+                    Ok(n) => {
+                        g = self.inner.lock();
+                        n
+                    }
+                    Err(e) => {
+                        self.release_regs(conn, regs, None);
+                        return Err(e);
+                    }
+                }
             }
         };
-        let mut g = self.inner.lock();
         if !g.is_current(conn) {
+            let _ = g.spare.push_within_capacity(node);
             drop(g);
             self.release_regs(conn, regs, None);
             return Err(ENOTCONN);
@@ -105,7 +116,7 @@ impl ClientXprt {
         let old = g.regs.insert(node.into_node(xid, regs));
         let kept = g.regs.get(&xid).ok_or(EINVAL);
         let res = kept.and_then(|r| requester::post(conn, e, r));
-        let failed = res.is_err().then(|| g.regs.remove(&xid)).flatten();
+        let failed = res.is_err().then(|| g.remove(xid)).flatten();
         self.regs_changed(&g);
         drop(g);
         drop(old);
