@@ -342,6 +342,10 @@ struct rpcrdma_cm_xprt {
 	void *rs;			/* the Rust context (a mount's) */
 	/* Drops a backchannel Call's last transport reference (see xprt.c). */
 	struct work_struct put_work;
+	/* Small RPC buffers kept for the next calls (see xprt.c). */
+	spinlock_t buf_lock;
+	struct list_head buf_free;
+	unsigned int buf_free_count;
 };
 
 /*
@@ -371,7 +375,8 @@ void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x);
 struct rpc_task;
 /*
  * An RPC's call and reply buffers (rpc_xprt_ops .buf_alloc/.buf_free), with a
- * reserve that each class registered holds a reference on (_get, _put).
+ * reserve that each class registered holds a reference on (_get, _put). The
+ * request's transport must be an rpcrdma_cm_xprt (it keeps small buffers).
  */
 int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task);
 void rpcrdma_cm_rpc_buf_free(struct rpc_task *task);

@@ -151,10 +151,14 @@ drop:
  * need, have a reserve, as rpc_malloc()'s rpc_buffer_mempool: an
  * asynchronous task (NFS writeback under memory pressure) takes one when the
  * allocator has nothing. sunrpc sets both sizes before .buf_alloc and never
- * changes them (call_allocate), so .buf_free finds the same size.
+ * changes them (call_allocate), so .buf_free finds the same size. Each
+ * transport keeps up to RPCRDMA_CM_RPC_BUF_KEEP small buffers its calls
+ * freed, for its next calls: a call takes no allocation for them (xprtrdma
+ * keeps a send and a receive buffer with each request likewise).
  */
 #define RPCRDMA_CM_RPC_BUF_SMALL 2048
 #define RPCRDMA_CM_RPC_BUF_RESERVE 8
+#define RPCRDMA_CM_RPC_BUF_KEEP RPCRDMA_CM_XPRT_PREALLOC
 
 /* The reserve, while a class that allocates RPC buffers is registered. */
 static DEFINE_MUTEX(rpcrdma_cm_rpc_bufs_lock);
@@ -193,6 +197,57 @@ static size_t rpcrdma_cm_rpc_buf_size(const struct rpc_rqst *rqst)
 	return rqst->rq_callsize + rqst->rq_rcvsize;
 }
 
+/* A small buffer @x kept, if any. A free buffer holds its own list link. */
+static void *rpcrdma_cm_rpc_buf_kept(struct rpcrdma_cm_xprt *x)
+{
+	struct list_head *b = NULL;
+
+	spin_lock(&x->buf_lock);
+	if (!list_empty(&x->buf_free)) {
+		b = x->buf_free.next;
+		list_del(b);
+		x->buf_free_count--;
+	}
+	spin_unlock(&x->buf_lock);
+	return b;
+}
+
+/*
+ * Keeps the small buffer @buf for @x's next call, or gives it back: to the
+ * reserve first, if it is short (as rpc_free()), so that a buffer taken
+ * from it under pressure goes back to it, not onto one transport's list.
+ */
+static void rpcrdma_cm_rpc_buf_keep(struct rpcrdma_cm_xprt *x, void *buf)
+{
+	struct list_head *b = buf;
+	bool kept;
+
+	if (READ_ONCE(rpcrdma_cm_rpc_bufs->curr_nr) < rpcrdma_cm_rpc_bufs->min_nr) {
+		mempool_free(buf, rpcrdma_cm_rpc_bufs);
+		return;
+	}
+	spin_lock(&x->buf_lock);
+	kept = x->buf_free_count < RPCRDMA_CM_RPC_BUF_KEEP;
+	if (kept) {
+		list_add(b, &x->buf_free);
+		x->buf_free_count++;
+	}
+	spin_unlock(&x->buf_lock);
+	if (!kept)
+		mempool_free(buf, rpcrdma_cm_rpc_bufs);
+}
+
+/* The transport goes: the buffers it kept go back. */
+static void rpcrdma_cm_rpc_bufs_drop(struct rpcrdma_cm_xprt *x)
+{
+	struct list_head *b, *next;
+
+	list_for_each_safe(b, next, &x->buf_free)
+		mempool_free(b, rpcrdma_cm_rpc_bufs);
+	INIT_LIST_HEAD(&x->buf_free);
+	x->buf_free_count = 0;
+}
+
 int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task)
 {
 	struct rpc_rqst *rqst = task->tk_rqstp;
@@ -201,7 +256,9 @@ int rpcrdma_cm_rpc_buf_alloc(struct rpc_task *task)
 	char *buf;
 
 	if (size <= RPCRDMA_CM_RPC_BUF_SMALL) {
-		buf = kmalloc(RPCRDMA_CM_RPC_BUF_SMALL, gfp);
+		buf = rpcrdma_cm_rpc_buf_kept(to_x(rqst->rq_xprt));
+		if (!buf)
+			buf = kmalloc(RPCRDMA_CM_RPC_BUF_SMALL, gfp);
 		/* The reserve, only when all else failed. */
 		if (!buf && RPC_IS_ASYNC(task))
 			buf = mempool_alloc(rpcrdma_cm_rpc_bufs, GFP_NOWAIT);
@@ -219,9 +276,8 @@ void rpcrdma_cm_rpc_buf_free(struct rpc_task *task)
 {
 	struct rpc_rqst *rqst = task->tk_rqstp;
 
-	/* A small one refills the reserve if it is short, as rpc_free(). */
 	if (rpcrdma_cm_rpc_buf_size(rqst) <= RPCRDMA_CM_RPC_BUF_SMALL)
-		mempool_free(rqst->rq_buffer, rpcrdma_cm_rpc_bufs);
+		rpcrdma_cm_rpc_buf_keep(to_x(rqst->rq_xprt), rqst->rq_buffer);
 	else
 		kfree(rqst->rq_buffer);
 }
@@ -465,6 +521,8 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 		return ERR_PTR(-ENOMEM);
 	}
 	x = to_x(xprt);
+	spin_lock_init(&x->buf_lock);
+	INIT_LIST_HEAD(&x->buf_free);
 	xprt->timeout = &rpcrdma_cm_xprt_timeout;
 	xprt->connect_timeout = xprt->timeout->to_initval;
 	xprt->max_reconnect_timeout = xprt->timeout->to_maxval;
@@ -490,6 +548,7 @@ struct rpcrdma_cm_xprt *rpcrdma_cm_xprt_alloc(struct xprt_create *args, struct x
 void rpcrdma_cm_xprt_free(struct rpcrdma_cm_xprt *x)
 {
 	rpcrdma_cm_xprt_unformat_rs(&x->xprt);
+	rpcrdma_cm_rpc_bufs_drop(x);
 	xprt_free(&x->xprt);
 	/* Taken in rpcrdma_cm_xprt_alloc(): this function is module code. */
 	module_put(THIS_MODULE);
