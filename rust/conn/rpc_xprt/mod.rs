@@ -181,8 +181,9 @@ impl Inner {
 /// # Invariants
 ///
 /// `kept` is stored under `inner`'s lock after every change of
-/// `inner.regs` ([`ClientXprt::regs_changed`]): it is false only while
-/// `regs` is empty.
+/// `inner.regs` ([`ClientXprt::regs_changed`]), before the lock is
+/// released: whenever the lock is free, it is false only while `regs` is
+/// empty.
 ///
 /// `users` counts the [`Entered`] and [`EnteredArc`] guards, plus [`DEAD`]
 /// once destroy has begun. [`DEAD`] is set under `inner`'s lock and never
