@@ -41,14 +41,10 @@ impl Conn {
         let reserve = self.upper.credit_reserve();
         let r = qp.recv_buffers();
         // Calls received and not yet answered (this one included): those
-        // being handled, whose Receives are not posted again yet, and those
-        // whose buffers nfsd keeps (some answered already: counted too, as
-        // the client may use their credits again).
-        let in_use = r
-            .posting
-            .saturating_sub(r.posted)
-            .saturating_add(r.kept)
-            .saturating_add(reserve);
+        // being handled (the built-in service answers in the completion's
+        // callback) and those whose buffers nfsd keeps (some answered
+        // already: counted too, as the client may use their credits again).
+        let in_use = r.handling.saturating_add(r.kept).saturating_add(reserve);
         let add = receives_to_add(in_use, r.posting, RECV_DEPTH);
         if add > 0 {
             if let Ok(n) = qp.grow_recv(add) {

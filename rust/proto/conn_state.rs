@@ -155,9 +155,9 @@ pub fn initial_receives(recv_size: u32, budget: u32, max: u32) -> u32 {
 }
 
 /// The credits a server grants (RFC 8166 Section 3.3.1) with `receives`
-/// Receive buffers in circulation: one fewer, because the buffer that carried
-/// the call being answered is reposted only after its reply is sent, and a
-/// client may send a new call as soon as that reply arrives. At least 1.
+/// Receive buffers in circulation: one fewer, because a Receive that
+/// completed is replaced only by the work that handles its message, and a
+/// client may send a new call before that work has run. At least 1.
 pub fn server_grant(receives: u32) -> u32 {
     receives.saturating_sub(1).max(1)
 }

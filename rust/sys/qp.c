@@ -6,17 +6,24 @@
  * Receives (@recv_size octets each) are posted as the connection needs
  * them, up to @recv_depth: @recv_initial at creation, more by
  * rpcrdma_cm_recv_grow() when the owner grants more credits (@recv_want).
- * A buffer is reposted after its completion was handled; one the owner keeps
- * (nfsd's request holds its argument until xpo_release_ctxt) is replaced at
- * once by a free or new buffer, as svcrdma posts fresh receive contexts, so
- * the Receives posted never fall below the credits granted however long
- * nfsd keeps its buffers (up to 4 * @recv_depth buffers in all: the calls
- * the grant lets in, plus the answered ones nfsd's threads release; past that,
- * or without memory, @recv_want and so the grant shrink instead). A released
- * buffer is posted again if Receives are short, else kept free. Send
- * buffers (@send_size octets)
- * are allocated on first use, up to @send_depth, and kept on a free list. An
- * idle connection so costs its initial Receives, whatever the sizes.
+ * A completion whose message leaves fewer than @recv_want posted has its
+ * Receive replaced before the message is handed over, by free or new
+ * buffers, up to a quarter of @recv_want beyond it (at most
+ * RPCRDMA_CM_RECV_BATCH - 1) and posted as one chain, as svcrdma and
+ * xprtrdma refresh theirs: the next completions find theirs replaced
+ * already, and the thread a message wakes (an nfsd thread) does not wait
+ * for this context to post. A buffer the owner keeps (nfsd's request holds
+ * its argument until xpo_release_ctxt) is so replaced too (after the
+ * handover where a quarter is none), so the Receives posted never fall
+ * below the credits granted however
+ * long nfsd keeps its buffers (up to 4 * @recv_depth buffers in all: the
+ * calls the grant lets in, plus the answered ones nfsd's threads release;
+ * past that, or without memory, @recv_want and so the grant shrink
+ * instead). A handled or released buffer is posted again if Receives are
+ * short, else kept free. Send buffers (@send_size octets) are allocated on
+ * first use, up to @send_depth, and kept on a free list. An idle connection
+ * so costs its initial Receives, whatever the sizes, and once it has carried
+ * a message, the batch beyond them and the buffer last handled.
  *
  * Most Sends are posted unsignaled, as xprtrdma does: one in
  * RPCRDMA_CM_SEND_BATCH asks for a completion, and so does any that takes
@@ -191,33 +198,55 @@ static void rpcrdma_cm_bufs_free(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf
 
 static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 
-/* Posts one Receive; the caller holds qp->lock. */
-static int rpcrdma_cm_post_recv_locked(struct rpcrdma_cm_buf *b)
+/*
+ * Posts the @n (at most RPCRDMA_CM_RECV_BATCH) Receive buffers of @bufs as
+ * one chain, as svcrdma and xprtrdma post theirs; those the QP refuses (it
+ * is closing, or the device failed the post) go back to @recv_free. Returns
+ * how many were posted. The caller holds qp->lock.
+ */
+static u32 rpcrdma_cm_post_recvs_locked(struct rpcrdma_cm_qp *qp,
+					struct rpcrdma_cm_buf **bufs, u32 n)
 {
-	struct ib_sge sge = {
-		.addr = b->dma,
-		.length = b->size,
-		.lkey = b->qp->pd->local_dma_lkey,
-	};
-	struct ib_recv_wr wr = {
-		.wr_cqe = &b->cqe,
-		.sg_list = &sge,
-		.num_sge = 1,
-	};
-	int ret;
+	struct ib_recv_wr wr[RPCRDMA_CM_RECV_BATCH];
+	struct ib_sge sge[RPCRDMA_CM_RECV_BATCH];
+	const struct ib_recv_wr *bad = NULL;
+	u32 i, posted = 0;
 
-	lockdep_assert_held(&b->qp->lock);
-	if (b->qp->closed)
-		return -ENOTCONN;
-	b->cqe.done = rpcrdma_cm_recv_done;
-	ib_dma_sync_single_for_device(b->qp->id->device, b->dma, b->size,
-				      DMA_FROM_DEVICE);
-	/* Counted first: the completion may run before ib_post_recv() returns. */
-	atomic_inc(&b->qp->recv_posted);
-	ret = ib_post_recv(b->qp->id->qp, &wr, NULL);
-	if (ret)
-		atomic_dec(&b->qp->recv_posted);
-	return ret;
+	lockdep_assert_held(&qp->lock);
+	if (WARN_ON_ONCE(n > RPCRDMA_CM_RECV_BATCH))
+		n = RPCRDMA_CM_RECV_BATCH;
+	if (!n || qp->closed)
+		goto refused;
+	for (i = 0; i < n; i++) {
+		struct rpcrdma_cm_buf *b = bufs[i];
+
+		b->cqe.done = rpcrdma_cm_recv_done;
+		ib_dma_sync_single_for_device(qp->id->device, b->dma, b->size,
+					      DMA_FROM_DEVICE);
+		sge[i] = (struct ib_sge){
+			.addr = b->dma,
+			.length = b->size,
+			.lkey = qp->pd->local_dma_lkey,
+		};
+		wr[i] = (struct ib_recv_wr){
+			.next = i + 1 < n ? &wr[i + 1] : NULL,
+			.wr_cqe = &b->cqe,
+			.sg_list = &sge[i],
+			.num_sge = 1,
+		};
+	}
+	/* Counted first: a completion may run before ib_post_recv() returns. */
+	atomic_add(n, &qp->recv_posted);
+	posted = n;
+	if (ib_post_recv(qp->id->qp, wr, &bad)) {
+		/* WRs before @bad were posted; @bad and those after it were not. */
+		posted = bad ? bad - wr : 0;
+		atomic_sub(n - posted, &qp->recv_posted);
+	}
+refused:
+	for (i = posted; i < n; i++)
+		list_add(&bufs[i]->list, &qp->recv_free);
+	return posted;
 }
 
 static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b);
@@ -229,6 +258,9 @@ static void rpcrdma_cm_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rpcrdma_cm_qp *qp = b->qp;
 	unsigned long flags;
 
+	/* Counted as handled before it stops counting as posted. */
+	if (wc->status == IB_WC_SUCCESS)
+		atomic_inc(&qp->recv_handling);
 	atomic_dec(&qp->recv_posted);
 	b->status = wc->status;
 	b->byte_len = wc->status == IB_WC_SUCCESS ? min(wc->byte_len, b->size) : 0;
@@ -253,78 +285,133 @@ static void rpcrdma_cm_recv_return_locked(struct rpcrdma_cm_buf *b)
 	struct rpcrdma_cm_qp *qp = b->qp;
 
 	lockdep_assert_held(&qp->lock);
-	if (atomic_read(&qp->recv_posted) < qp->recv_want &&
-	    !rpcrdma_cm_post_recv_locked(b))
-		return;
-	list_add(&b->list, &qp->recv_free);
+	if (atomic_read(&qp->recv_posted) < qp->recv_want)
+		rpcrdma_cm_post_recvs_locked(qp, &b, 1);
+	else
+		list_add(&b->list, &qp->recv_free);
 }
 
 /*
- * Posts free or new buffers until @recv_want Receives are posted. A buffer
- * that cannot be had (no memory, or @recv_max allocated) lowers @recv_want
- * instead, down to RPCRDMA_CM_RECV_FLOOR, so that the credits granted never
- * exceed the Receives posted; released buffers are reposted up to it, and
- * the owner's next grow raises it again. Process context; the caller has
- * entered the QP or is its Receive work.
+ * Receives to post now: none while @recv_want are posted, else up to
+ * @recv_want and @extra beyond it. The caller holds qp->lock.
  */
-static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp)
+static u32 rpcrdma_cm_recv_room_locked(struct rpcrdma_cm_qp *qp, u32 extra)
 {
+	u32 posted = atomic_read(&qp->recv_posted);
+
+	lockdep_assert_held(&qp->lock);
+	if (qp->closed || posted >= qp->recv_want)
+		return 0;
+	return qp->recv_want + extra - posted;
+}
+
+/*
+ * Once fewer than @recv_want Receives are posted, posts free or new buffers
+ * up to @recv_want and @extra (< RPCRDMA_CM_RECV_BATCH) more, up to
+ * RPCRDMA_CM_RECV_BATCH in each chain: the completions that follow find
+ * theirs replaced already. Buffers that cannot be had (no memory, or
+ * @recv_max allocated) below @recv_want lower @recv_want instead, down to
+ * RPCRDMA_CM_RECV_FLOOR, so that the credits granted never exceed the
+ * Receives posted; released buffers are reposted up to it, and the owner's
+ * next grow raises it again. At most @recv_want + @extra are posted, so the
+ * drain's slot stays free. Process context; the caller has entered the QP
+ * or is its Receive work.
+ */
+static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp, u32 extra)
+{
+	struct rpcrdma_cm_buf *batch[RPCRDMA_CM_RECV_BATCH];
 	struct rpcrdma_cm_buf *b;
 	unsigned long flags;
 	unsigned int nofs;
-	bool more = true;
+	u32 i, n, room, below, take, posted, missing;
+	bool stop;
 
 	/* No fs reclaim: an NFS Reply may wait for this very refill. */
 	nofs = memalloc_nofs_save();
 	mutex_lock(&qp->recv_mutex);
-	while (more) {
+	for (;;) {
 		spin_lock_irqsave(&qp->lock, flags);
-		if (qp->closed || atomic_read(&qp->recv_posted) >= qp->recv_want) {
-			spin_unlock_irqrestore(&qp->lock, flags);
-			break;
-		}
-		b = list_first_entry_or_null(&qp->recv_free, struct rpcrdma_cm_buf, list);
-		if (b)
+		room = min_t(u32, rpcrdma_cm_recv_room_locked(qp, extra),
+			     RPCRDMA_CM_RECV_BATCH);
+		/* Of those, needed to reach @recv_want. */
+		below = room ? qp->recv_want - atomic_read(&qp->recv_posted) : 0;
+		for (n = 0; n < room; n++) {
+			b = list_first_entry_or_null(&qp->recv_free, struct rpcrdma_cm_buf, list);
+			if (!b)
+				break;
 			list_del(&b->list);
+			batch[n] = b;
+		}
 		spin_unlock_irqrestore(&qp->lock, flags);
+		if (!room)
+			break;
 		/* @nrecv changes only under @recv_mutex. */
-		if (!b && qp->nrecv < qp->recv_max) {
+		for (; n < room && qp->nrecv < qp->recv_max; n++) {
 			b = rpcrdma_cm_buf_alloc(qp, qp->recv_size, DMA_FROM_DEVICE);
-			if (b) {
-				spin_lock_irqsave(&qp->lock, flags);
-				/* In the array first: teardown frees it whatever happens. */
-				qp->recv[qp->nrecv] = b;
-				WRITE_ONCE(qp->nrecv, qp->nrecv + 1);
-				spin_unlock_irqrestore(&qp->lock, flags);
-			}
+			if (!b)
+				break;
+			spin_lock_irqsave(&qp->lock, flags);
+			/* In the array first: teardown frees it whatever happens. */
+			qp->recv[qp->nrecv] = b;
+			WRITE_ONCE(qp->nrecv, qp->nrecv + 1);
+			spin_unlock_irqrestore(&qp->lock, flags);
+			batch[n] = b;
 		}
 		spin_lock_irqsave(&qp->lock, flags);
-		if (!b) {
-			/* Never below the floor: released buffers repost up to it. */
-			if (qp->recv_want > RPCRDMA_CM_RECV_FLOOR)
-				WRITE_ONCE(qp->recv_want, qp->recv_want - 1);
-			else
-				more = false;
-			qp->recv_short++;
-		} else if (atomic_read(&qp->recv_posted) >= qp->recv_want ||
-			   rpcrdma_cm_post_recv_locked(b)) {
+		/*
+		 * Releases may have posted while the lock was dropped: never
+		 * more than @recv_want + @extra posted; the rest is free again.
+		 */
+		take = min(n, rpcrdma_cm_recv_room_locked(qp, extra));
+		/* Refused (the QP is closing, or the device failed): no retry. */
+		stop = rpcrdma_cm_post_recvs_locked(qp, batch, take) < take;
+		for (i = take; i < n; i++)
+			list_add(&batch[i]->list, &qp->recv_free);
+		if (n < room) {
 			/*
-			 * A release reposted meanwhile (the lock was dropped to
-			 * allocate), or the post failed: never more than
-			 * @recv_want posted, so the drain's slot stays free.
+			 * Short of buffers: what is missing below @recv_want
+			 * lowers it (never below the floor, where released
+			 * buffers repost up to it); none is tried again now.
+			 * Missing: what this pass needed and did not get, but
+			 * no more than is missing now (a release may have
+			 * posted meanwhile; Receives that completed meanwhile
+			 * are not missing buffers).
 			 */
-			list_add(&b->list, &qp->recv_free);
-			more = false;
+			missing = below > n ? below - n : 0;
+			posted = atomic_read(&qp->recv_posted);
+			missing = min(missing, qp->recv_want > posted ? qp->recv_want - posted : 0);
+			qp->recv_short += missing;
+			WRITE_ONCE(qp->recv_want,
+				   max_t(u32, qp->recv_want - missing,
+					 min_t(u32, qp->recv_want, RPCRDMA_CM_RECV_FLOOR)));
+			stop = true;
 		}
 		spin_unlock_irqrestore(&qp->lock, flags);
+		if (stop)
+			break;
 	}
 	mutex_unlock(&qp->recv_mutex);
 	memalloc_nofs_restore(nofs);
 }
 
 /*
+ * Receives a refill before a handover posts beyond @recv_want: a quarter of
+ * it, at most RPCRDMA_CM_RECV_BATCH - 1 (none for a connection of a few
+ * large buffers, whose memory they would be).
+ */
+static u32 rpcrdma_cm_recv_extra(struct rpcrdma_cm_qp *qp)
+{
+	return min_t(u32, RPCRDMA_CM_RECV_BATCH - 1, READ_ONCE(qp->recv_want) / 4);
+}
+
+/*
  * Process context (the Receive work, or the CQ's for @recv_direct): hands one
- * message to Rust, then reposts its buffer, or replaces it if Rust kept it.
+ * message to Rust, after its Receive was replaced (with a batch, when fewer
+ * than @recv_want are posted), as svcrdma replaces its Receives before it
+ * wakes an nfsd thread: the thread the message wakes finds this context done
+ * with it. A buffer Rust does not keep is given back (posted again only if
+ * Receives are short); a kept one is released later, and replaced now if the
+ * refill before did not (no batch for this connection).
  */
 static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf *b)
 {
@@ -337,10 +424,15 @@ static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_b
 	};
 	unsigned long flags;
 	unsigned int nofs;
+	u32 extra;
 	bool kept;
 
-	if (b->status == IB_WC_SUCCESS)
+	if (b->status == IB_WC_SUCCESS) {
 		ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size, DMA_FROM_DEVICE);
+		extra = rpcrdma_cm_recv_extra(qp);
+		if (extra && atomic_read(&qp->recv_posted) < READ_ONCE(qp->recv_want))
+			rpcrdma_cm_recv_refill(qp, extra);
+	}
 	/*
 	 * No fs reclaim from here: it may wait for an NFS Reply that only this
 	 * context can deliver (as rpciod, under NOFS).
@@ -350,13 +442,14 @@ static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_b
 	spin_unlock_irqrestore(&qp->lock, flags);
 	nofs = memalloc_nofs_save();
 	kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
-	if (kept) {
-		/* Released later (rpcrdma_cm_recv_release()): replaced now. */
-		rpcrdma_cm_recv_refill(qp);
-	}
+	if (kept && atomic_read(&qp->recv_posted) < READ_ONCE(qp->recv_want))
+		rpcrdma_cm_recv_refill(qp, 0);
 	memalloc_nofs_restore(nofs);
 	spin_lock_irqsave(&qp->lock, flags);
 	b->in_cb = false;
+	/* Kept: rpcrdma_cm_recv_keep() counted it as kept instead. */
+	if (!kept && b->status == IB_WC_SUCCESS)
+		atomic_dec(&qp->recv_handling);
 	/*
 	 * Not kept: given back now. Kept and already released by its new
 	 * owner (on another CPU, or by the callback itself): given back now,
@@ -401,7 +494,9 @@ void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
 {
 	rpcrdma_cm_qp_get(b->qp);
 	atomic_inc(&b->qp->users);
+	/* Counted as kept before it stops counting as handled. */
 	atomic_inc(&b->qp->recv_kept);
+	atomic_dec(&b->qp->recv_handling);
 }
 
 /*
@@ -488,7 +583,7 @@ int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n)
 	WRITE_ONCE(qp->recv_want, qp->recv_want + add);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	if (add)
-		rpcrdma_cm_recv_refill(qp);
+		rpcrdma_cm_recv_refill(qp, 0);
 	spin_lock_irqsave(&qp->lock, flags);
 	/* What the refill could not post, it took back from @recv_want. */
 	add = qp->recv_want > before ? qp->recv_want - before : 0;
@@ -501,13 +596,13 @@ int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n)
 
 /*
  * Receives the QP keeps posted (*@want: what credits are granted against),
- * posted now (*@posted: fewer while completions are being handled), and
- * buffers the owner keeps (*@kept).
+ * messages received and being handled, neither given back nor kept yet
+ * (*@handling), and buffers the owner keeps (*@kept).
  */
-void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *posted, u32 *kept)
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *handling, u32 *kept)
 {
 	*want = READ_ONCE(qp->recv_want);
-	*posted = atomic_read(&qp->recv_posted);
+	*handling = atomic_read(&qp->recv_handling);
 	*kept = atomic_read(&qp->recv_kept);
 }
 
@@ -563,6 +658,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	INIT_LIST_HEAD(&qp->recv_free);
 	mutex_init(&qp->recv_mutex);
 	atomic_set(&qp->recv_kept, 0);
+	atomic_set(&qp->recv_handling, 0);
 	INIT_LIST_HEAD(&qp->mr_free);
 	INIT_LIST_HEAD(&qp->chunk_free);
 	atomic_set(&qp->chunks_allocated, 0);
@@ -595,7 +691,8 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	 * where rdma_rw registers), the Receives and the drain. A CQ that
 	 * overflowed would lose completions, the drain's among them.
 	 */
-	qp->cq = ib_alloc_cq_any(id->device, NULL, own + 3 * rw + a->recv_depth + 1,
+	qp->cq = ib_alloc_cq_any(id->device, NULL,
+				 own + 3 * rw + a->recv_depth + RPCRDMA_CM_RECV_BATCH,
 				 IB_POLL_WORKQUEUE);
 	if (IS_ERR(qp->cq)) {
 		ret = PTR_ERR(qp->cq);
@@ -605,7 +702,8 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	attr.send_cq = qp->cq;
 	attr.recv_cq = qp->cq;
 	attr.cap.max_send_wr = own;
-	attr.cap.max_recv_wr = a->recv_depth + 1;
+	/* A refill's batch beyond @recv_depth, and the drain. */
+	attr.cap.max_recv_wr = a->recv_depth + RPCRDMA_CM_RECV_BATCH;
 	attr.cap.max_send_sge = sges;
 	attr.cap.max_recv_sge = 1;
 	/* rdma_rw_init_qp() adds at least one Send WR per context. */

@@ -70,10 +70,13 @@ struct rpcrdma_cm_qp {
 	struct list_head recv_free;
 	/* Serialises refills: allocations, and @nrecv's changes. */
 	struct mutex recv_mutex;
-	u32 recv_want;		/* Receives to keep posted, at most @recv_depth */
+	u32 recv_want;		/* Receives to keep posted, at most @recv_depth;
+				 * a refill may post a few more (qp.c) */
 	u32 recv_max;		/* buffers at most: 4 * @recv_depth */
 	u32 recv_short;		/* kept buffers that could not be replaced */
 	atomic_t recv_kept;	/* buffers the owner keeps (rpcrdma_cm_recv_keep) */
+	/* Completed Receives being handled: neither given back nor kept yet. */
+	atomic_t recv_handling;
 	/*
 	 * Invalid FRWR MRs of @mr_pages pages each, kept for the next chunk
 	 * registration (linked by ib_mr.qp_entry, as ib_mr_pool does); freed by
@@ -121,6 +124,12 @@ struct rpcrdma_cm_qp {
  */
 #define RPCRDMA_CM_RECV_FLOOR 4
 
+/*
+ * Receives posted in one chain, and so beyond @recv_want at most (one
+ * fewer): as svcrdma's and xprtrdma's RPCRDMA_MAX_RECV_BATCH.
+ */
+#define RPCRDMA_CM_RECV_BATCH 7
+
 /* Starts an operation that posts: fails once the QP is closing. */
 int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
@@ -160,7 +169,6 @@ struct rpcrdma_cm_chunk;
 struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send);
 void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad);
 
-/* Deregisters the QP's recycled MRs (teardown, once @closed is set). */
 /* Teardown (chunk.c): the MRs and the chunks' memory kept for reuse go. */
 void rpcrdma_cm_chunk_pools_destroy(struct rpcrdma_cm_qp *qp);
 /* Frees the chains posted in part (teardown, after the drain). */

@@ -115,13 +115,14 @@ impl Qp {
         Ok(ret.unsigned_abs())
     }
 
-    /// The QP's Receives: how many it keeps posted, how many are posted now,
-    /// and how many buffers the owner keeps (see [`RecvCounts`]).
+    /// The QP's Receives: how many it keeps posted, how many messages are
+    /// being handled, and how many buffers the owner keeps (see
+    /// [`RecvCounts`]).
     pub(crate) fn recv_buffers(&self) -> RecvCounts {
         let mut c = RecvCounts::default();
         // SAFETY: our handle keeps the QP alive; C reads three words into the
         // out pointers.
-        unsafe { rpcrdma_cm_recv_counts(self.raw(), &mut c.posting, &mut c.posted, &mut c.kept) };
+        unsafe { rpcrdma_cm_recv_counts(self.raw(), &mut c.posting, &mut c.handling, &mut c.kept) };
         c
     }
 
@@ -234,8 +235,9 @@ pub(crate) struct RecvCounts {
     /// buffer the owner keeps is replaced at once, so this does not drop
     /// while calls are being handled.
     pub(crate) posting: u32,
-    /// Posted now: fewer than `posting` while completions are handled.
-    pub(crate) posted: u32,
+    /// Messages received and being handled: neither given back nor kept
+    /// yet.
+    pub(crate) handling: u32,
     /// Buffers the owner keeps ([`RecvBuf`]).
     pub(crate) kept: u32,
 }

@@ -208,7 +208,7 @@ void rpcrdma_cm_qp_get(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_put(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_qp_disconnect(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_recv_grow(struct rpcrdma_cm_qp *qp, u32 n);
-void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *posted, u32 *kept);
+void rpcrdma_cm_recv_counts(struct rpcrdma_cm_qp *qp, u32 *want, u32 *handling, u32 *kept);
 void rpcrdma_cm_recv_allocated(struct rpcrdma_cm_qp *qp, u32 *allocated, u32 *short_count);
 u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp);
 u32 rpcrdma_cm_chunks_allocated(struct rpcrdma_cm_qp *qp);
