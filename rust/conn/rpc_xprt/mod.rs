@@ -31,10 +31,11 @@ mod reply;
 mod send;
 
 use core::net::SocketAddr;
+use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::{Arc, CondVar, Mutex, SpinLock};
+use kernel::sync::{Arc, CondVar, Mutex, MutexGuard, SpinLock};
 use kernel::time::msecs_to_jiffies;
 use kernel::{new_condvar, new_mutex, new_spinlock};
 
@@ -173,6 +174,34 @@ impl Inner {
     }
 }
 
+/// `inner` locked by [`ClientXprt::lock`]: as the lock is released,
+/// whatever the holder changed, `kept` is stored.
+struct Locked<'a> {
+    g: MutexGuard<'a, Inner>,
+    kept: &'a AtomicBool,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.g
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.g
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Still under the lock: `g` is released after this.
+        self.kept.store(!self.g.regs.is_empty(), Ordering::Release);
+    }
+}
+
 /// One mount's transport. Fields are immutable (`state`, `x`, `net`,
 /// `peer`), atomic (`counts`, `bc_max`, `connects`, `users`, `kept`), or
 /// under `inner`'s mutex ([`Inner`]); `idle` is waited on with `inner`'s
@@ -180,10 +209,9 @@ impl Inner {
 ///
 /// # Invariants
 ///
-/// `kept` is stored under `inner`'s lock after every change of
-/// `inner.regs` ([`ClientXprt::regs_changed`]), before the lock is
-/// released: whenever the lock is free, it is false only while `regs` is
-/// empty.
+/// `inner` is locked only by [`ClientXprt::lock`], whose guard stores
+/// `kept` as it releases the lock: whenever the lock is free, `kept` is
+/// false only while `inner.regs` is empty.
 ///
 /// `users` counts the [`Entered`] and [`EnteredArc`] guards, plus [`DEAD`]
 /// once destroy has begun. [`DEAD`] is set under `inner`'s lock and never
@@ -281,7 +309,7 @@ impl Drop for Entered<'_> {
         if x.users.fetch_sub(1, Ordering::AcqRel) == DEAD | 1 {
             // The last user, and destroy waits: it checks the count under
             // the lock, so it is either waiting or will see 0.
-            let _g = x.inner.lock();
+            let _g = x.lock();
             x.idle.notify_all();
         }
     }
@@ -371,7 +399,7 @@ impl ClientXprt {
             g.peer_addr = Some(this.peer);
             g.state.advance(ConnState::Resolving);
         }
-        this.inner.lock().conn = Some(conn.clone());
+        this.lock().conn = Some(conn.clone());
         if let Err(e) = cm.resolve_addr(&endpoint(&this.peer), RESOLVE_TIMEOUT_MS) {
             st.inc(Counter::ErrResolve);
             conn.close(Closed::ResolveFailed, e.to_errno());
@@ -383,7 +411,7 @@ impl ClientXprt {
         conn.adopt_id(cm);
         match conn.wait_open(CONNECT_TIMEOUT_MS) {
             Ok(()) => {
-                let mut g = this.inner.lock();
+                let mut g = this.lock();
                 // Closed meanwhile (it is no longer ours): sunrpc retries.
                 if !g.is_current(&conn) {
                     return Err(ENOTCONN);
@@ -413,15 +441,18 @@ impl ClientXprt {
         }
     }
 
-    /// Under the lock (`g`), after a change of `g.regs`: whether any call
-    /// keeps chunks, for buf_free.
-    fn regs_changed(&self, g: &Inner) {
-        self.kept.store(!g.regs.is_empty(), Ordering::Release);
+    /// Locks `inner`; the guard stores `kept` when it goes (the type's
+    /// invariant).
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            g: self.inner.lock(),
+            kept: &self.kept,
+        }
     }
 
     /// Drops `conn` as the current connection, if it still is.
     fn forget(&self, conn: &Arc<Conn>) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         if g.is_current(conn) {
             g.conn = None;
             g.handed = false;
@@ -433,11 +464,9 @@ impl ClientXprt {
     /// is closed and torn down.
     fn close(&self) {
         let (conn, regs) = {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             g.handed = false;
-            let taken = (g.conn.take(), core::mem::take(&mut g.regs));
-            self.regs_changed(&g);
-            taken
+            (g.conn.take(), core::mem::take(&mut g.regs))
         };
         drop(regs);
         if let Some(c) = conn {
@@ -449,14 +478,12 @@ impl ClientXprt {
     /// one sunrpc uses, sunrpc is told, closes the transport and reconnects.
     pub(super) fn closed(&self, conn: &Conn) {
         let regs = {
-            let mut g = self.inner.lock();
+            let mut g = self.lock();
             if !self.disconnect_current(&g, conn) {
                 return;
             }
             // Its chunks hold its QP, whose teardown waits for them.
-            let taken = core::mem::take(&mut g.regs);
-            self.regs_changed(&g);
-            taken
+            core::mem::take(&mut g.regs)
         };
         drop(regs);
     }
@@ -479,7 +506,7 @@ impl ClientXprt {
     /// The connection in use, a handle on its QP, what it negotiated and the
     /// pages one registration may cover on its device.
     fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated, u32)> {
-        let conn = self.inner.lock().conn.clone().ok_or(ENOTCONN)?;
+        let conn = self.lock().conn.clone().ok_or(ENOTCONN)?;
         let (qp, neg, pages) = {
             let g = conn.inner.lock();
             match (g.cm.get(), &g.negotiated) {
@@ -541,9 +568,8 @@ impl XprtOps for ClientOps {
             return;
         }
         let x = &self.0;
-        let mut g = x.inner.lock();
+        let mut g = x.lock();
         let chunks = g.remove(xid);
-        x.regs_changed(&g);
         drop(g);
         drop(chunks);
     }
@@ -572,10 +598,10 @@ impl XprtOps for ClientOps {
     fn destroy(&self) {
         self.0.close();
         let x = &self.0;
-        let mut g = x.inner.lock();
+        let mut g = x.lock();
         x.users.fetch_or(DEAD, Ordering::AcqRel);
         while x.users.load(Ordering::Acquire) != DEAD {
-            x.idle.wait(&mut g);
+            x.idle.wait(&mut g.g);
         }
     }
 }

@@ -54,7 +54,7 @@ impl Invalidated for AfterInv {
         // completed from here; as xprtrdma, it is sent again on the next
         // connection, which this forces. Likewise on a connection sunrpc
         // closed meanwhile.
-        if status != 0 || !self.x.inner.lock().is_current(&self.conn) {
+        if status != 0 || !self.x.lock().is_current(&self.conn) {
             self.x
                 .drop_call(&self.conn, self.xid, rq, regs, self.invalidated);
             return;
@@ -200,7 +200,7 @@ impl ClientXprt {
         invalidated: Option<u32>,
         window: Option<u32>,
     ) -> Option<(Option<Regs>, Option<Arc<Conn>>)> {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         if !g.is_current(conn) {
             conn.count(X::RepliesUnmatched, 1);
             return None;
@@ -221,21 +221,19 @@ impl ClientXprt {
             self.x.set_credits(w);
         }
         let regs = deferred.or_else(|| g.remove(xid));
-        self.regs_changed(&g);
         Some((regs, g.conn.clone()))
     }
 
     /// Forgets the deferred entry of call `xid` on `conn` (see
     /// [`AfterInv`]), if `conn` is still the connection in use.
     fn undefer(&self, conn: &Conn, xid: u32) {
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         // Entries are those of the connection in use: once `conn` is not,
         // its entries went with it, and one found is another connection's.
         let old = match g.regs.get(&xid) {
             Some(r) if r.deferred && g.is_current(conn) => g.remove(xid),
             _ => None,
         };
-        self.regs_changed(&g);
         drop(g);
         drop(old);
     }
@@ -460,7 +458,7 @@ impl ClientXprt {
         self.undefer(conn, xid);
         self.count_released(regs.release_no_inv(conn, invalidated));
         drop(rq);
-        let _ = self.disconnect_current(&self.inner.lock(), conn);
+        let _ = self.disconnect_current(&self.lock(), conn);
     }
 }
 

@@ -90,14 +90,14 @@ impl ClientXprt {
         // the lock (reclaim may write back through this mount); chunks are
         // never dropped under the lock (their release waits for
         // LOCAL_INVs, whose completion may need the lock, see `AfterInv`).
-        let mut g = self.inner.lock();
+        let mut g = self.lock();
         let node = match g.spare.pop() {
             Some(n) => n,
             None => {
                 drop(g);
                 match RBTreeNodeReservation::new(GFP_KERNEL) {
                     Ok(n) => {
-                        g = self.inner.lock();
+                        g = self.lock();
                         n
                     }
                     Err(e) => {
@@ -117,7 +117,6 @@ impl ClientXprt {
         let kept = g.regs.get(&xid).ok_or(EINVAL);
         let res = kept.and_then(|r| requester::post(conn, e, r));
         let failed = res.is_err().then(|| g.remove(xid)).flatten();
-        self.regs_changed(&g);
         drop(g);
         drop(old);
         if let Some(r) = failed {
