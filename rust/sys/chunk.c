@@ -296,7 +296,7 @@ static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
 	 * The owner may end the chunk meanwhile, but @qp lives on: its
 	 * teardown cannot get past the drain while this completion runs.
 	 */
-	wake_up_all(&qp->wq);
+	rpcrdma_cm_qp_wake(qp);
 }
 
 static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -712,7 +712,7 @@ static void rpcrdma_cm_rw_undo(struct rpcrdma_cm_rw *rw)
 	rdma_rw_ctx_destroy(&rw->ctx, qp->id->qp, qp->id->port_num, rw->sgl, rw->nents,
 			    rw->write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
 	atomic_inc(&qp->rw_released);
-	wake_up_all(&qp->wq);
+	rpcrdma_cm_qp_wake(qp);
 }
 
 /*
@@ -729,7 +729,7 @@ static void rpcrdma_cm_rw_release(struct rpcrdma_cm_rw *rw)
 				    rw->write ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
 		atomic_add(rw->nwrs, &qp->rw_avail);
 		atomic_inc(&qp->rw_released);
-		wake_up_all(&qp->wq);
+		rpcrdma_cm_qp_wake(qp);
 	}
 	for (i = 0; rw->async && i < rw->nents; i++)
 		put_page(sg_page(&rw->sgl[i]));

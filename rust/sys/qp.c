@@ -116,7 +116,7 @@ static void __rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp, unsigned int test_de
 		/* Selftests widen the window between the last leave and the wake. */
 		if (test_delay_ms)
 			msleep(test_delay_ms);
-		wake_up_all(&qp->wq);
+		rpcrdma_cm_qp_wake(qp);
 	}
 	rpcrdma_cm_qp_put(qp);
 }
@@ -794,12 +794,14 @@ int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 	struct rpcrdma_cm_buf *b = NULL;
 	unsigned long flags;
 	int slot = -1;
-	int ret;
 
-	ret = rpcrdma_cm_qp_enter(qp);
-	if (ret)
-		return ret;
 	spin_lock_irqsave(&qp->lock, flags);
+	/* Entered as rpcrdma_cm_qp_enter() does, in the same locked section. */
+	if (qp->closed) {
+		spin_unlock_irqrestore(&qp->lock, flags);
+		return -ENOTCONN;
+	}
+	atomic_inc(&qp->users);
 	if (!list_empty(&qp->send_free)) {
 		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, list);
 		list_del(&b->list);

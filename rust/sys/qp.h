@@ -130,6 +130,17 @@ struct rpcrdma_cm_qp {
  */
 #define RPCRDMA_CM_RECV_BATCH 7
 
+/*
+ * Wakes @qp->wq's waiters, if any, after the caller changed what they wait
+ * for (wq_has_sleeper()'s barrier pairs with the waiter's prepare_to_wait):
+ * most changes have none waiting, and skip the wait queue's lock.
+ */
+static inline void rpcrdma_cm_qp_wake(struct rpcrdma_cm_qp *qp)
+{
+	if (wq_has_sleeper(&qp->wq))
+		wake_up_all(&qp->wq);
+}
+
 /* Starts an operation that posts: fails once the QP is closing. */
 int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp);
 void rpcrdma_cm_qp_leave(struct rpcrdma_cm_qp *qp);
