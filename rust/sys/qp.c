@@ -15,15 +15,15 @@
  * for this context to post. A buffer the owner keeps (nfsd's request holds
  * its argument until xpo_release_ctxt) is so replaced too (after the
  * handover where a quarter is none), so the Receives posted never fall
- * below the credits granted however
- * long nfsd keeps its buffers (up to 4 * @recv_depth buffers in all: the
- * calls the grant lets in, plus the answered ones nfsd's threads release;
- * past that, or without memory, @recv_want and so the grant shrink
- * instead). A handled or released buffer is posted again if Receives are
- * short, else kept free. Send buffers (@send_size octets) are allocated on
- * first use, up to @send_depth, and kept on a free list. An idle connection
- * so costs its initial Receives, whatever the sizes, and once it has carried
- * a message, the batch beyond them and the buffer last handled.
+ * below the credits granted however long nfsd keeps its buffers (up to
+ * 4 * @recv_depth buffers in all: the calls the grant lets in, plus the
+ * answered ones nfsd's threads release; past that, or without memory,
+ * @recv_want and so the grant shrink instead). A handled or released
+ * buffer is posted again if Receives are short, else kept free. Send
+ * buffers (@send_size octets) are allocated on first use, up to
+ * @send_depth, and kept on a free list. An idle connection so costs its
+ * initial Receives, whatever the sizes, and once it has carried a message,
+ * the batch beyond them and the buffer last handled.
  *
  * Most Sends are posted unsignaled, as xprtrdma does: one in
  * RPCRDMA_CM_SEND_BATCH asks for a completion, and so does any that takes
@@ -88,16 +88,23 @@ void rpcrdma_cm_qp_put(struct rpcrdma_cm_qp *qp)
 	kref_put(&qp->ref, rpcrdma_cm_qp_release);
 }
 
+/* Begins an operation (@users) unless the QP is closing. */
+static int rpcrdma_cm_qp_enter_locked(struct rpcrdma_cm_qp *qp)
+{
+	lockdep_assert_held(&qp->lock);
+	if (qp->closed)
+		return -ENOTCONN;
+	atomic_inc(&qp->users);
+	return 0;
+}
+
 int rpcrdma_cm_qp_enter(struct rpcrdma_cm_qp *qp)
 {
 	unsigned long flags;
-	int ret = 0;
+	int ret;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	if (qp->closed)
-		ret = -ENOTCONN;
-	else
-		atomic_inc(&qp->users);
+	ret = rpcrdma_cm_qp_enter_locked(qp);
 	spin_unlock_irqrestore(&qp->lock, flags);
 	return ret;
 }
@@ -210,14 +217,15 @@ static u32 rpcrdma_cm_post_recvs_locked(struct rpcrdma_cm_qp *qp,
 	struct ib_recv_wr wr[RPCRDMA_CM_RECV_BATCH];
 	struct ib_sge sge[RPCRDMA_CM_RECV_BATCH];
 	const struct ib_recv_wr *bad = NULL;
-	u32 i, posted = 0;
+	u32 i, m = n, posted = 0;
 
 	lockdep_assert_held(&qp->lock);
-	if (WARN_ON_ONCE(n > RPCRDMA_CM_RECV_BATCH))
-		n = RPCRDMA_CM_RECV_BATCH;
-	if (!n || qp->closed)
+	/* More than one chain can hold: the rest go back as if refused. */
+	if (WARN_ON_ONCE(m > RPCRDMA_CM_RECV_BATCH))
+		m = RPCRDMA_CM_RECV_BATCH;
+	if (!m || qp->closed)
 		goto refused;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < m; i++) {
 		struct rpcrdma_cm_buf *b = bufs[i];
 
 		b->cqe.done = rpcrdma_cm_recv_done;
@@ -229,19 +237,19 @@ static u32 rpcrdma_cm_post_recvs_locked(struct rpcrdma_cm_qp *qp,
 			.lkey = qp->pd->local_dma_lkey,
 		};
 		wr[i] = (struct ib_recv_wr){
-			.next = i + 1 < n ? &wr[i + 1] : NULL,
+			.next = i + 1 < m ? &wr[i + 1] : NULL,
 			.wr_cqe = &b->cqe,
 			.sg_list = &sge[i],
 			.num_sge = 1,
 		};
 	}
 	/* Counted first: a completion may run before ib_post_recv() returns. */
-	atomic_add(n, &qp->recv_posted);
-	posted = n;
+	atomic_add(m, &qp->recv_posted);
+	posted = m;
 	if (ib_post_recv(qp->id->qp, wr, &bad)) {
 		/* WRs before @bad were posted; @bad and those after it were not. */
 		posted = bad ? bad - wr : 0;
-		atomic_sub(n - posted, &qp->recv_posted);
+		atomic_sub(m - posted, &qp->recv_posted);
 	}
 refused:
 	for (i = posted; i < n; i++)
@@ -326,6 +334,9 @@ static void rpcrdma_cm_recv_refill(struct rpcrdma_cm_qp *qp, u32 extra)
 	u32 i, n, room, below, take, posted, missing;
 	bool stop;
 
+	/* Most calls: nothing to do, seen without the locks. */
+	if (atomic_read(&qp->recv_posted) >= READ_ONCE(qp->recv_want))
+		return;
 	/* No fs reclaim: an NFS Reply may wait for this very refill. */
 	nofs = memalloc_nofs_save();
 	mutex_lock(&qp->recv_mutex);
@@ -430,19 +441,24 @@ static void rpcrdma_cm_recv_handle(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_b
 	if (b->status == IB_WC_SUCCESS) {
 		ib_dma_sync_single_for_cpu(qp->id->device, b->dma, b->size, DMA_FROM_DEVICE);
 		extra = rpcrdma_cm_recv_extra(qp);
-		if (extra && atomic_read(&qp->recv_posted) < READ_ONCE(qp->recv_want))
+		if (extra)
 			rpcrdma_cm_recv_refill(qp, extra);
 	}
+	/*
+	 * Without the lock: nobody else has @b until the callback hands it
+	 * over, and a handover to another thread synchronises with it (a lock
+	 * or queue; for a mount, whose LOCAL_INV completions run in this same
+	 * CQ work, the work's order), so a release, which reads @in_cb under
+	 * the lock, sees it set.
+	 */
+	WRITE_ONCE(b->in_cb, true);
 	/*
 	 * No fs reclaim from here: it may wait for an NFS Reply that only this
 	 * context can deliver (as rpciod, under NOFS).
 	 */
-	spin_lock_irqsave(&qp->lock, flags);
-	b->in_cb = true;
-	spin_unlock_irqrestore(&qp->lock, flags);
 	nofs = memalloc_nofs_save();
 	kept = rpcrdma_cm_recv_rs(qp->owner, qp, b, &info);
-	if (kept && atomic_read(&qp->recv_posted) < READ_ONCE(qp->recv_want))
+	if (kept)
 		rpcrdma_cm_recv_refill(qp, 0);
 	memalloc_nofs_restore(nofs);
 	spin_lock_irqsave(&qp->lock, flags);
@@ -796,12 +812,11 @@ int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 	int slot = -1;
 
 	spin_lock_irqsave(&qp->lock, flags);
-	/* Entered as rpcrdma_cm_qp_enter() does, in the same locked section. */
-	if (qp->closed) {
+	/* Entered and a buffer taken in one locked section. */
+	if (rpcrdma_cm_qp_enter_locked(qp)) {
 		spin_unlock_irqrestore(&qp->lock, flags);
 		return -ENOTCONN;
 	}
-	atomic_inc(&qp->users);
 	if (!list_empty(&qp->send_free)) {
 		b = list_first_entry(&qp->send_free, struct rpcrdma_cm_buf, list);
 		list_del(&b->list);

@@ -31,9 +31,11 @@ struct rpcrdma_cm_buf {
 	bool with_inv;
 	u32 inv_rkey;
 	/*
-	 * Receive, under the QP's lock: its callback is running, and its owner
-	 * released it meanwhile (the callback's end gives it back then: the
-	 * message stays readable for the whole callback).
+	 * Receive: its callback is running (set before the callback, which
+	 * alone has the buffer then; cleared under the QP's lock), and its
+	 * owner released it meanwhile (under the lock; the callback's end
+	 * gives it back then: the message stays readable for the whole
+	 * callback).
 	 */
 	bool in_cb;
 	bool released_in_cb;
