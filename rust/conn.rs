@@ -129,7 +129,7 @@ fn endpoint(sa: &SocketAddr) -> Endpoint {
     }
 }
 
-use crate::sys::time::now_ns;
+use crate::sys::time::now_coarse_ns;
 
 /// What a connection carries: the one upper layer above it, fixed when the
 /// connection is made, with the state only that upper needs. It decides the
@@ -245,7 +245,7 @@ pub(crate) struct Conn {
     xs: XprtStats,
     /// Moved to the closed ones (see [`State::retire`]).
     retired: AtomicBool,
-    /// When it last received or sent a message (monotonic ns).
+    /// When it last received or sent a message (monotonic ns, coarse).
     last_active: AtomicI64,
     /// Client: the credits the server granted (RFC 8166 Section 3.3.1), 1
     /// until the first Reply. Server: the last grant we sent.
@@ -439,7 +439,7 @@ impl Conn {
 
     /// Marks the connection active now (the idle timeout counts from here).
     fn touch(&self) {
-        self.last_active.store(now_ns(), Ordering::Relaxed);
+        self.last_active.store(now_coarse_ns(), Ordering::Relaxed);
     }
 
     fn route_resolved(&self, id: &HandlerId<'_>) -> Result {

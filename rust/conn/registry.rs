@@ -17,7 +17,7 @@ use crate::stats::{Counter, Stats, XprtStats};
 use crate::sys::param;
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
 use crate::sys::rdma_cm::CmId;
-use crate::sys::time::now_ns;
+use crate::sys::time::now_coarse_ns;
 use crate::sys::trace;
 use crate::sys::wait::KillableCondVar;
 use crate::sys::workqueue::Ticker;
@@ -152,7 +152,7 @@ impl State {
                 state: self.clone(),
                 xs: XprtStats::default(),
                 retired: AtomicBool::new(false),
-                last_active: AtomicI64::new(now_ns()),
+                last_active: AtomicI64::new(now_coarse_ns()),
                 credits: AtomicU32::new(1),
                 inner <- new_mutex!(ConnInner::new(ours)),
                 cv <- KillableCondVar::new(),
@@ -530,7 +530,7 @@ impl Ticker for State {
         };
         let timeout = i64::from(param::idle_timeout()) * 1_000_000_000;
         let grace = DISCONNECT_GRACE_S * 1_000_000_000;
-        let now = now_ns();
+        let now = now_coarse_ns();
         for c in open.iter() {
             let quiet = now - c.last_active.load(Ordering::Relaxed);
             let state = c.inner.lock().state;
