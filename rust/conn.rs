@@ -437,6 +437,13 @@ impl Conn {
         });
     }
 
+    /// Whether the connection closed (`retired` is set by the close): read
+    /// without the lock, for paths that must not start anything on a
+    /// connection that is going.
+    fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// Marks the connection active now (the idle timeout counts from here).
     fn touch(&self) {
         self.last_active.store(now_coarse_ns(), Ordering::Relaxed);

@@ -9,7 +9,7 @@
 use super::responder::{CallIn, Incoming, ReplyRoute};
 use super::xprt::{n32, short};
 use super::Conn;
-use crate::proto::header::{encode_msg, ErrorBody, MsgSpec};
+use crate::proto::header::{decode, encode_msg, ErrorBody, Limits, MsgSpec};
 use crate::proto::rpc::{
     decode_call, echo, encode_accepted, encode_rpc_mismatch, AcceptStat, RpcError,
 };
@@ -29,7 +29,7 @@ impl Conn {
             nomsg,
             s2c,
             reminv,
-        }) = self.decode_call(qp, data)
+        }) = self.check_call(qp, data, decode(data, &Limits::DEFAULT))
         else {
             return;
         };

@@ -10,7 +10,7 @@ use super::xprt::{n32, short};
 use super::{Conn, RECV_DEPTH};
 use crate::proto::conn_state::{receives_to_add, server_grant};
 use crate::proto::header::{
-    decode, encode_error, encode_msg, Body, Chunks, ErrorBody, HeaderShape, Limits, MsgSpec,
+    encode_error, encode_msg, Body, Chunks, DecodeError, ErrorBody, Header, HeaderShape, MsgSpec,
     Segment, RPCRDMA_VERSION,
 };
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
@@ -58,10 +58,16 @@ impl Conn {
         grant
     }
 
-    /// Decodes a call's transport header: counts it, grants credits (growing
-    /// the Receives first when needed) and answers what cannot be served
-    /// (RFC 8166 Section 4.5). `None` when nothing is left to do.
-    pub(super) fn decode_call<'a>(&self, qp: &Qp, data: &'a [u8]) -> Option<Incoming<'a>> {
+    /// Takes a call whose transport header was decoded (`decoded`: what
+    /// `decode` made of `data`): counts it, grants credits (growing the
+    /// Receives first when needed) and answers what cannot be served (RFC
+    /// 8166 Section 4.5). `None` when nothing is left to do.
+    pub(super) fn check_call<'a>(
+        &self,
+        qp: &Qp,
+        data: &'a [u8],
+        decoded: core::result::Result<Header<'a>, (Option<u32>, DecodeError)>,
+    ) -> Option<Incoming<'a>> {
         let (s2c, reminv) = {
             let g = self.inner.lock();
             let n = g.negotiated.as_ref()?;
@@ -69,7 +75,7 @@ impl Conn {
         };
         self.count(X::CallsReceived, 1);
         let grant = self.grant(qp);
-        let h = match decode(data, &Limits::DEFAULT) {
+        let h = match decoded {
             Ok(h) => h,
             Err((xid, e)) => {
                 self.count(X::HeaderErrors, 1);
@@ -103,7 +109,12 @@ impl Conn {
                 xid: h.xid,
                 credits,
                 chunks,
-                inline: if nomsg { &[] } else { &data[h.len..] },
+                // `h` is `data`'s header: never past its end.
+                inline: if nomsg {
+                    &[]
+                } else {
+                    data.get(h.len..).unwrap_or(&[])
+                },
             },
             nomsg,
             s2c,

@@ -28,7 +28,7 @@ use super::responder::{CallIn, Incoming, ReplyRoute};
 use super::xprt::n32;
 use super::{Conn, Fifo, Listener, State};
 use crate::proto::conn_state::Closed;
-use crate::proto::header::{decode, encode_msg, Body, Limits, MsgSpec, Segment};
+use crate::proto::header::{decode, encode_msg, Body, Header, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
@@ -80,7 +80,8 @@ pub(super) struct NfsdConn(pub(super) Arc<Conn>);
 
 /// One call nfsd is handling: what its reply needs.
 struct NfsCall {
-    /// The received message, when the argument is read from it in place.
+    /// The received message, when the argument is read from it in place
+    /// (its QP is the one the reply goes out on).
     buf: Option<RecvBuf>,
     /// Where the RPC call starts in `buf`.
     arg_off: usize,
@@ -139,16 +140,31 @@ impl SvcXprtOps for NfsdConn {
             return 0;
         };
         rq.received();
-        let Some(qp) = conn.qp_handle() else {
-            return 0;
-        };
         let buf = match item {
-            SvcItem::Pulled(p) => return conn.svc_hand_pulled(&qp, rq, p),
+            SvcItem::Pulled(p) => {
+                let Some(qp) = conn.qp_handle() else {
+                    return 0;
+                };
+                return conn.svc_hand_pulled(&qp, rq, p);
+            }
             SvcItem::Received(buf) => buf,
         };
-        // A Reply to one of our backchannel Calls (RFC 8167): no chunks, and
-        // the RPC message says REPLY. It never reaches nfsd's dispatcher.
-        if let Some((rpc, credits)) = backchannel_reply(buf.data()) {
+        // A call popped as the connection closed goes (its buffer back).
+        if conn.is_retired() {
+            return 0;
+        }
+        // The buffer's QP (its own reference, counted once more here: the
+        // buffer moves into the call below).
+        let qp = buf.qp().clone();
+        // The header, decoded once. A Reply to one of our backchannel Calls
+        // (RFC 8167): no chunks, and the RPC message says REPLY. It never
+        // reaches nfsd's dispatcher.
+        let header = decode(buf.data(), &Limits::DEFAULT);
+        if let Some((rpc, credits)) = header
+            .as_ref()
+            .ok()
+            .and_then(|h| backchannel_reply(buf.data(), h))
+        {
             if conn.nfsd().is_some_and(|n| n.bc_reply(rpc, credits)) {
                 conn.count(X::BcReplies, 1);
             } else {
@@ -158,7 +174,7 @@ impl SvcXprtOps for NfsdConn {
         }
         // What the reply needs, from the header, and how the argument gets
         // into the request's pages; the borrow of `buf` ends here.
-        let decoded = conn.decode_call(&qp, buf.data()).map(|inc| {
+        let decoded = conn.check_call(&qp, buf.data(), header).map(|inc| {
             let Incoming {
                 call,
                 nomsg,
@@ -213,9 +229,22 @@ impl SvcXprtOps for NfsdConn {
         let c = call
             .and_then(|c| c.as_any().downcast_ref::<NfsCall>())
             .ok_or(EINVAL)?;
-        let qp = conn.qp_handle().ok_or(ENOTCONN)?;
-        conn.svc_reply(&qp, rq, c)
-            .inspect_err(|&e| conn.call_failed(&qp, c.route.xid, c.route.credits, e))
+        // Nothing is sent on a connection that closed (its QP may not be
+        // closed yet); the QP of the call's kept buffer, else the
+        // connection's.
+        if conn.is_retired() {
+            return Err(ENOTCONN);
+        }
+        let handle;
+        let qp = match &c.buf {
+            Some(b) => b.qp(),
+            None => {
+                handle = conn.qp_handle().ok_or(ENOTCONN)?;
+                &handle
+            }
+        };
+        conn.svc_reply(qp, rq, c)
+            .inspect_err(|&e| conn.call_failed(qp, c.route.xid, c.route.credits, e))
     }
 
     fn bc_send(&self, msg: &XdrMsg<'_>) -> Result {
@@ -427,10 +456,9 @@ pub(super) struct PendingPull {
 const BC_CREDITS: u32 = 2;
 
 /// The RPC message and credit field of a backchannel Reply (RDMA_MSG, no
-/// chunks, message type REPLY), if `data` is one.
-fn backchannel_reply(data: &[u8]) -> Option<(&[u8], u32)> {
-    let h = decode(data, &Limits::DEFAULT).ok()?;
-    let Body::Msg(c) = h.body else {
+/// chunks, message type REPLY), if `data`, whose header is `h`, is one.
+fn backchannel_reply<'a>(data: &'a [u8], h: &Header<'_>) -> Option<(&'a [u8], u32)> {
+    let Body::Msg(c) = &h.body else {
         return None;
     };
     if c.read_segments() != 0 || c.write_chunks() != 0 || c.reply_chunk().is_some() {

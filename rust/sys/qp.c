@@ -504,15 +504,16 @@ static void rpcrdma_cm_recv_work(struct work_struct *work)
  * released (the QP is not closed yet when the callback runs: teardown
  * flushes this work before it waits for @users), and in @ref, so the QP
  * itself outlives the release, as svcrdma's receive contexts hold their
- * transport.
+ * transport. Returns that QP.
  */
-void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
+struct rpcrdma_cm_qp *rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b)
 {
 	rpcrdma_cm_qp_get(b->qp);
 	atomic_inc(&b->qp->users);
 	/* Counted as kept before it stops counting as handled. */
 	atomic_inc(&b->qp->recv_kept);
 	atomic_dec(&b->qp->recv_handling);
+	return b->qp;
 }
 
 /*

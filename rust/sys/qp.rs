@@ -249,12 +249,14 @@ pub(crate) struct RecvCounts {
 ///
 /// # Invariants
 ///
-/// `b` is a kept Receive buffer of a live QP: it holds one of the QP's users
-/// (teardown frees no buffer before every kept one is released) and one
-/// reference on it (the QP is not freed before the release has returned),
-/// both given back by [`Drop`]. `data` is `b`'s message, `len` octets long.
+/// `b` is a kept Receive buffer of the live QP `qp`: it holds one of the
+/// QP's users (teardown frees no buffer before every kept one is released)
+/// and one reference on it (the QP is not freed before the release has
+/// returned), both given back by [`Drop`]; `qp` is that reference (never
+/// dropped as a [`Qp`]). `data` is `b`'s message, `len` octets long.
 pub(crate) struct RecvBuf {
     b: NonNull<rpcrdma_cm_buf>,
+    qp: ManuallyDrop<Qp>,
     data: *mut u8,
     len: usize,
 }
@@ -292,10 +294,25 @@ impl RecvBuf {
             return None;
         }
         // SAFETY: see above; C counts it in the QP's users and references
-        // until released.
-        unsafe { rpcrdma_cm_recv_keep(b.as_ptr()) };
-        // INVARIANT: kept just above, with its message at `data`.
-        Some(RecvBuf { b, data, len })
+        // until released, and returns the buffer's (live) QP.
+        let raw = unsafe { rpcrdma_cm_recv_keep(b.as_ptr()) };
+        // SAFETY: qp.c sets a buffer's QP when it allocates the buffer, never
+        // to null.
+        let raw = unsafe { NonNull::new_unchecked(raw) };
+        // INVARIANT: kept just above, with its message at `data`; `raw` is
+        // the QP whose reference the keep took.
+        Some(RecvBuf {
+            b,
+            qp: ManuallyDrop::new(Qp { raw }),
+            data,
+            len,
+        })
+    }
+
+    /// The buffer's QP, alive while the buffer is kept (the buffer's own
+    /// reference: no count taken).
+    pub(crate) fn qp(&self) -> &Qp {
+        &self.qp
     }
 
     /// The message from octet `from` on, for C to use in place (see

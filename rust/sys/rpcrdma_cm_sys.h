@@ -221,9 +221,10 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 /*
  * A Receive buffer Rust keeps past its completion callback (its message is
  * still being handled): not reposted until rpcrdma_cm_recv_release(), and
- * teardown waits for that. A kept buffer holds a reference on its QP.
+ * teardown waits for that. A kept buffer holds a reference on its QP,
+ * which rpcrdma_cm_recv_keep() returns.
  */
-void rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b);
+struct rpcrdma_cm_qp *rpcrdma_cm_recv_keep(struct rpcrdma_cm_buf *b);
 void rpcrdma_cm_recv_release(struct rpcrdma_cm_buf *b);
 
 /*
