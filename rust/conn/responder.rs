@@ -269,7 +269,15 @@ impl Conn {
             }
             _ => rest.extend_from_slice(reply, GFP_KERNEL)?,
         }
-        self.send_reply_rest(qp, route, &written, &rest, used_write, s2c, reminv)
+        self.send_reply_rest(
+            qp,
+            route,
+            &written,
+            used_write,
+            s2c,
+            reminv,
+            Rest::Copied(&rest),
+        )
     }
 
     /// Sends a reply whose DDP-eligible result, if any, is already in the
@@ -283,52 +291,70 @@ impl Conn {
         qp: &Qp,
         route: &ReplyRoute,
         written: &[KVec<Segment>],
-        rest: &[u8],
         used_write: bool,
         s2c: u32,
         reminv: bool,
+        rest: Rest<'_>,
     ) -> Result {
-        let mut wrefs: KVec<&[Segment]> = KVec::new();
-        for w in written.iter() {
-            wrefs.push(&w[..], GFP_KERNEL)?;
-        }
+        let rest_len = rest.len();
+        // The header's Write list: most replies have one chunk at most.
+        let one: [&[Segment]; 1];
+        let mut many: KVec<&[Segment]> = KVec::new();
+        let wrefs: &[&[Segment]] = match written {
+            [] => &[],
+            [w] => {
+                one = [&w[..]];
+                &one
+            }
+            _ => {
+                for w in written.iter() {
+                    many.push(&w[..], GFP_KERNEL)?;
+                }
+                &many
+            }
+        };
         let shape = HeaderShape {
             read_segments: 0,
             write_chunks: n32(written.len()),
             write_segments: n32(written.iter().map(|w| w.len()).sum()),
             reply_segments: None,
         };
-        let inline = shape.len().saturating_add(rest.len()) <= s2c as usize;
-        let rwritten = if inline {
-            None
-        } else if let Some(rchunk) = &route.rchunk {
-            Some(self.push(qp, rchunk, rest)?)
-        } else {
-            self.count(X::RepliesTooLarge, 1);
-            return Err(EMSGSIZE);
-        };
-
+        let inv = reply_inv(route, reminv);
         let spec = MsgSpec {
             xid: route.xid,
             credits: route.credits,
-            nomsg: rwritten.is_some(),
+            nomsg: false,
             reads: &[],
-            writes: &wrefs,
-            reply: rwritten.as_deref(),
+            writes: wrefs,
+            reply: None,
         };
-        let body: &[u8] = if rwritten.is_some() { &[] } else { rest };
-        let kind = if rwritten.is_some() {
-            X::RepliesSentReplyChunk
-        } else if used_write {
-            X::RepliesSentWriteList
-        } else {
-            X::RepliesSentInline
+        if shape.len().saturating_add(rest_len) <= s2c as usize {
+            let kind = if used_write {
+                X::RepliesSentWriteList
+            } else {
+                X::RepliesSentInline
+            };
+            return self.post_reply(qp, &spec, inv, s2c, kind, rest_len, |out| rest.write(out));
+        }
+        let Some(rchunk) = &route.rchunk else {
+            self.count(X::RepliesTooLarge, 1);
+            return Err(EMSGSIZE);
         };
-        let inv = reply_inv(route, reminv);
-        self.post_reply(qp, &spec, inv, s2c, kind, body.len(), |out| {
-            out.copy_from_slice(body);
-            Ok(())
-        })
+        let rwritten = match rest {
+            Rest::Copied(r) => self.push(qp, rchunk, r)?,
+            Rest::Written(len, write) => {
+                let mut copy: KVVec<u8> = KVVec::new();
+                copy.extend_with(len, 0, GFP_KERNEL)?;
+                write(&mut copy)?;
+                self.push(qp, rchunk, &copy)?
+            }
+        };
+        let spec = MsgSpec {
+            nomsg: true,
+            reply: Some(&rwritten[..]),
+            ..spec
+        };
+        self.post_reply(qp, &spec, inv, s2c, X::RepliesSentReplyChunk, 0, |_| Ok(()))
     }
 
     /// Sends a reply of `len` octets whose call offered no Write chunk,
@@ -433,6 +459,36 @@ fn pad4(v: &mut VVec<u8>) -> Result {
     let pad = (4 - v.len() % 4) % 4;
     v.extend_from_slice(&[0u8; 3][..pad], GFP_KERNEL)?;
     Ok(())
+}
+
+/// The part of a reply that is not in a Write chunk
+/// ([`Conn::send_reply_rest`]).
+pub(super) enum Rest<'a> {
+    /// Copied out of the upper's reply already.
+    Copied(&'a [u8]),
+    /// `len` octets the function writes into the slice it is given (the
+    /// Send buffer, or a copy bound for the Reply chunk), from the upper's
+    /// reply.
+    Written(usize, &'a dyn Fn(&mut [u8]) -> Result),
+}
+
+impl Rest<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rest::Copied(r) => r.len(),
+            Rest::Written(len, _) => *len,
+        }
+    }
+
+    fn write(&self, out: &mut [u8]) -> Result {
+        match self {
+            Rest::Copied(r) => {
+                out.copy_from_slice(r);
+                Ok(())
+            }
+            Rest::Written(_, write) => write(out),
+        }
+    }
 }
 
 /// Where a call's reply may go: its XID, the credits granted, and owned

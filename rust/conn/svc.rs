@@ -24,7 +24,7 @@ use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-use super::responder::{CallIn, Incoming, ReplyRoute};
+use super::responder::{CallIn, Incoming, ReplyRoute, Rest};
 use super::xprt::n32;
 use super::{Conn, Fifo, Listener, State};
 use crate::proto::conn_state::Closed;
@@ -816,11 +816,13 @@ impl Conn {
                     .checked_add(xdr_align(plen as usize).ok_or(EMSGSIZE)?)
                     .ok_or(EMSGSIZE)?
                     .min(len);
-                let mut rest: KVVec<u8> = KVVec::new();
-                rest.extend_with(off + (len - end), 0, GFP_KERNEL)?;
-                rq.res_read(0, &mut rest[..off])?;
-                rq.res_read(n32(end), &mut rest[off..])?;
-                return self.send_reply_rest(qp, &c.route, &written, &rest, true, c.s2c, c.reminv);
+                let rest = |out: &mut [u8]| {
+                    let (head, tail) = out.split_at_mut_checked(off).ok_or(EINVAL)?;
+                    rq.res_read(0, head)?;
+                    rq.res_read(n32(end), tail)
+                };
+                let rest = Rest::Written(off + (len - end), &rest);
+                return self.send_reply_rest(qp, &c.route, &written, true, c.s2c, c.reminv, rest);
             }
             self.count(X::SvcPayloadsCopied, 1);
         }
