@@ -464,6 +464,8 @@ impl Conn {
             send_size: send,
             recv_size: recv,
             recv_direct: self.upper.recv_direct(),
+            // The active side: a requester (a mount, the debugfs caller).
+            registers: true,
         })
         .inspect_err(|_| self.stats().inc(Counter::ErrQpCreate))?;
         let pdata = {

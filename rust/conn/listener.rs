@@ -241,6 +241,8 @@ impl Listener {
             send_size: send,
             recv_size: recv,
             recv_direct: conn.upper.recv_direct(),
+            // A responder: RDMA Read/Write only (their room is apart).
+            registers: false,
         };
         // nfsd's connection: its transport exists before the first call can
         // arrive, and nfsd learns of it once the connection is accepted.

@@ -170,7 +170,8 @@ pub(super) fn plan(neg: &Negotiated, fr_pages: u32, shape: &RpcShape) -> Result<
 pub(super) struct ReleaseCounts {
     /// LOCAL_INVs posted (and completed).
     pub(super) local_inv: u32,
-    /// Registrations not known invalid, deregistered instead.
+    /// Registrations not known invalid, deregistered instead (after the
+    /// QP's teardown drained it).
     pub(super) recycled: u32,
 }
 
@@ -574,7 +575,8 @@ impl Regs {
     /// Releases every chunk without a LOCAL_INV or any wait (for a caller
     /// in the QP's completion work): a registration the Reply's Send With
     /// Invalidate of `invalidated` did not invalidate, nor a LOCAL_INV, is
-    /// deregistered instead. Counted on `conn`, as what it took.
+    /// deregistered instead, once the QP's teardown drained it. Counted on
+    /// `conn`, as what it took.
     pub(super) fn release_no_inv(self, conn: &Conn, invalidated: Option<u32>) -> ReleaseCounts {
         self.release_each(conn, invalidated, Chunk::release_no_inv)
     }

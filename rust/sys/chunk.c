@@ -29,7 +29,8 @@ struct rpcrdma_cm_chunk {
 	struct page **pages;	/* one per page, after @sgl (rpcrdma_cm_chunk_new) */
 	u32 npages;
 	u32 cap;		/* pages @sgl and @pages have room for */
-	struct list_head cache_entry;	/* on @qp->chunk_free once ended */
+	/* On @qp->chunk_free once ended; on @qp->reg_orphans until then, if parked. */
+	struct list_head cache_entry;
 	u32 len;
 	u32 offset;		/* of the first octet in pages[0] */
 	/* FRWR */
@@ -41,13 +42,18 @@ struct rpcrdma_cm_chunk {
 	 * unmap never copies a bounce buffer back over what the CPU placed.
 	 */
 	enum dma_data_direction dir;
-	struct ib_cqe reg_cqe, inv_cqe;
+	struct ib_cqe inv_cqe;
 	/*
 	 * The REG_MR rpcrdma_cm_chunk_register() prepared, posted in front of
 	 * the Send that names the chunk (rpcrdma_cm_send_post(): one
 	 * ib_post_send() for both, as xprtrdma's frwr_send): @reg_pending
 	 * until then. @chain links the chunks of one such Send, for the
-	 * duration of the post only.
+	 * duration of the post only. It is posted unsignaled (its completion
+	 * would only cost a CQE and a CQ poll per call): it is known done
+	 * once a LOCAL_INV posted after it completed, whatever its status (a
+	 * Send Queue completes in order), or the peer invalidated its rkey
+	 * with the Send With Invalidate of its Reply (so it had the Send
+	 * behind it).
 	 */
 	struct ib_reg_wr reg;
 	bool reg_pending;
@@ -55,15 +61,16 @@ struct rpcrdma_cm_chunk {
 	bool registered;	/* REG_MR posted: LOCAL_INV needed at release */
 	/*
 	 * rpcrdma_cm_chunks_inv(): the LOCAL_INV it posted (its batch, until
-	 * the completion), or that it could not post one (@inv_skip: the MR is
-	 * deregistered at release instead, without waiting).
+	 * the completion), or that it could not post one (@inv_skip: at
+	 * release the chunk is parked until teardown, its MR deregistered then).
 	 */
 	bool inv_posted;
 	bool inv_skip;
 	struct rpcrdma_cm_inv_batch *inv_batch;
 	/*
-	 * Posted REG_MR / LOCAL_INV not completed, plus one for the owner
-	 * until rpcrdma_cm_chunk_free(): whoever ends the count ends the chunk
+	 * Posted LOCAL_INVs not completed, plus one for the owner until
+	 * rpcrdma_cm_chunk_free() (or, for a chunk parked there, until
+	 * teardown): whoever ends the count ends the chunk
 	 * (rpcrdma_cm_chunk_end()).
 	 */
 	atomic_t inflight;
@@ -299,9 +306,23 @@ static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
 	rpcrdma_cm_qp_wake(qp);
 }
 
+/*
+ * A REG_MR's completion, which comes only when it failed or was flushed: the
+ * QP is in the error state, so the connection goes. The chunk learns it from
+ * its LOCAL_INV's flush, or is parked until teardown (rpcrdma_cm_chunk_free()):
+ * either way its MR is deregistered, never reused.
+ */
 static void rpcrdma_cm_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	rpcrdma_cm_mr_done(wc, container_of(wc->wr_cqe, struct rpcrdma_cm_chunk, reg_cqe));
+	if (wc->status != IB_WC_WR_FLUSH_ERR)
+		pr_err_ratelimited("rpcrdma_cm: REG_MR failed: %s (%d)\n",
+				   ib_wc_status_msg(wc->status), wc->status);
+}
+
+void rpcrdma_cm_reg_init(struct rpcrdma_cm_qp *qp)
+{
+	qp->reg_cqe.done = rpcrdma_cm_reg_done;
+	INIT_LIST_HEAD(&qp->reg_orphans);
 }
 
 static void rpcrdma_cm_inv_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -429,10 +450,10 @@ int rpcrdma_cm_chunk_register(struct rpcrdma_cm_chunk *c, bool remote_write,
 		ret = n < 0 ? n : -EIO;
 		goto out;
 	}
-	c->reg_cqe.done = rpcrdma_cm_reg_done;
 	c->reg.wr.opcode = IB_WR_REG_MR;
-	c->reg.wr.wr_cqe = &c->reg_cqe;
-	c->reg.wr.send_flags = IB_SEND_SIGNALED;
+	/* Unsignaled: the QP's, never the chunk's, which may be ended by then. */
+	c->reg.wr.wr_cqe = &qp->reg_cqe;
+	c->reg.wr.send_flags = 0;
 	c->reg.mr = mr;
 	c->reg.key = mr->rkey;
 	c->reg.access = IB_ACCESS_LOCAL_WRITE |
@@ -453,8 +474,8 @@ void rpcrdma_cm_chunk_chain(struct rpcrdma_cm_chunk *c, struct rpcrdma_cm_chunk 
 
 /*
  * The WRs of the chain from @first: each pending REG_MR in order, then
- * @send. Each is counted in flight and marked registered before the post
- * (its completion may run before ib_post_send() returns). Under @qp->lock.
+ * @send. Each chunk is marked registered before the post (a Reply to the
+ * Send may be handled before ib_post_send() returns). Under @qp->lock.
  */
 struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send)
 {
@@ -466,7 +487,6 @@ struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct i
 		WARN_ON_ONCE(c->qp != first->qp);
 		if (!c->reg_pending)
 			continue;
-		atomic_inc(&c->inflight);
 		c->registered = true;
 		*link = &c->reg.wr;
 		link = &c->reg.wr.next;
@@ -496,17 +516,16 @@ void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_sen
 		c->reg.wr.next = NULL;
 		if (&c->reg.wr == bad)
 			posted = false;
-		if (!posted) {
+		if (!posted)
 			c->registered = false;
-			atomic_dec(&c->inflight);
-		}
 	}
 }
 
 /*
- * The end of a chunk, once its owner let go and every REG_MR / LOCAL_INV it
- * posted completed: from rpcrdma_cm_chunk_free(), or from the last of those
- * completions (this QP's completion work). An MR that could reach nothing
+ * The end of a chunk, once its owner let go, every LOCAL_INV it posted
+ * completed and its REG_MR is known done: from rpcrdma_cm_chunk_free(), from
+ * the last of those completions (this QP's completion work), or from teardown
+ * for a parked chunk (rpcrdma_cm_reg_orphans_free()). An MR that could reach nothing
  * then (@mr_invalid, no WR failed) is kept for the QP's next registration;
  * any other is deregistered, and before the memory is unmapped, always:
  * without a LOCAL_INV (the QP was closing) the rkey may still be valid on a
@@ -547,15 +566,18 @@ out:
  * Releases a chunk: invalidates its registration with LOCAL_INV unless
  * @remotely_invalidated (the peer did it with Send With Invalidate), a
  * batch did (rpcrdma_cm_chunks_inv()) or the QP is gone, and waits for that
- * LOCAL_INV (and so every WR posted before it); with @no_inv it posts
- * none, and a registration not known invalid is deregistered instead.
- * Returns 1 if a LOCAL_INV was posted, -1 if a registration not known
- * invalid is deregistered instead (xprtrdma's recycled MR), else 0. Without
- * a LOCAL_INV it waits for nothing: a REG_MR whose
- * completion is still to come (behind a Reply in the CQ, or a flush) ends
- * the chunk when it completes. So a caller in this QP's completion work
- * (a Reply, a batch's task) must only release chunks whose registration
- * is known invalid, or never posted.
+ * LOCAL_INV (and so every WR posted before it, its REG_MR among them); with
+ * @no_inv it posts none, and a registration not known invalid is
+ * deregistered instead. Returns 1 if a LOCAL_INV was posted, -1 if a
+ * registration not known invalid is deregistered instead (xprtrdma's
+ * recycled MR), else 0. Without a LOCAL_INV it waits for nothing. A
+ * registration invalidated (by the peer, or a LOCAL_INV that completed) had
+ * its REG_MR done before, so the chunk ends now; one not known invalid
+ * may have its REG_MR still in the Send Queue (unsignaled, nothing says when
+ * it is done), so the chunk is parked, mapped and registered, until
+ * teardown drained the QP, and ends there (at once if that happened
+ * already). The connection goes in every such case (a LOCAL_INV could not
+ * be posted, or failed), so what is parked is held briefly.
  */
 int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated, bool no_inv)
 {
@@ -566,8 +588,8 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	/*
 	 * A LOCAL_INV rpcrdma_cm_chunks_inv() posted has completed (the batch
 	 * hands its chunks back then); one it could not post is not tried
-	 * again (the caller may be this QP's completion work): the MR is
-	 * deregistered instead.
+	 * again (the caller may be this QP's completion work): the chunk is
+	 * parked below, its MR deregistered once teardown drained the QP.
 	 */
 	if (c->registered && !invalid && !c->inv_skip && !no_inv && !rpcrdma_cm_qp_enter(qp)) {
 		struct ib_send_wr inv = {
@@ -581,6 +603,14 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 		atomic_inc(&c->inflight);
 		if (rpcrdma_cm_post_send(qp, &inv)) {
 			atomic_dec(&c->inflight);
+			/*
+			 * The device refused it on a live QP: the QP goes to the
+			 * error state, where the registration parked below
+			 * reaches nothing. Never this QP's completion work: it
+			 * would wait for the LOCAL_INV below.
+			 */
+			if (rpcrdma_cm_qp_disconnect(qp))
+				pr_err_ratelimited("rpcrdma_cm: a LOCAL_INV refused, and the disconnect too\n");
 		} else {
 			ret = 1;
 			invalid = true;
@@ -602,9 +632,43 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 		ib_dma_unmap_sg(qp->pd->device, c->sgl, c->npages, c->dir);
 		c->nents = 0;
 	}
+	if (!invalid && c->registered) {
+		unsigned long flags;
+		bool parked;
+
+		spin_lock_irqsave(&qp->lock, flags);
+		parked = !qp->drained;
+		if (parked)
+			list_add_tail(&c->cache_entry, &qp->reg_orphans);
+		spin_unlock_irqrestore(&qp->lock, flags);
+		if (parked)
+			return ret;
+	}
 	if (atomic_dec_and_test(&c->inflight))
 		rpcrdma_cm_chunk_end(c);
 	return ret;
+}
+
+/*
+ * Teardown, once the QP is drained (no REG_MR left in the Send Queue): ends
+ * the chunks parked by rpcrdma_cm_chunk_free(), their MRs deregistered; a
+ * chunk released after this ends at once.
+ */
+void rpcrdma_cm_reg_orphans_free(struct rpcrdma_cm_qp *qp)
+{
+	struct rpcrdma_cm_chunk *c, *next;
+	unsigned long flags;
+	LIST_HEAD(orphans);
+
+	spin_lock_irqsave(&qp->lock, flags);
+	qp->drained = true;
+	list_splice_init(&qp->reg_orphans, &orphans);
+	spin_unlock_irqrestore(&qp->lock, flags);
+	list_for_each_entry_safe(c, next, &orphans, cache_entry) {
+		list_del(&c->cache_entry);
+		if (atomic_dec_and_test(&c->inflight))
+			rpcrdma_cm_chunk_end(c);
+	}
 }
 
 /*

@@ -16,8 +16,9 @@
 //! ([`Chunk::release_no_inv`]) leaves the MR to be deregistered; the memory
 //! is unmapped and freed only once the registration reaches nothing, so it
 //! is never reachable by the peer once it is given back. Waiting is only
-//! ever for a LOCAL_INV the drop posted: a REG_MR completion still to come
-//! ends the chunk when it arrives. Chunk pages start zeroed, so a peer that
+//! ever for a LOCAL_INV the drop posted: a chunk whose registration is not
+//! known invalid (its unsignaled REG_MR may still be queued) stays mapped
+//! until the QP's teardown drained it. Chunk pages start zeroed, so a peer that
 //! claims to have written more than it did shows us zeros, never stale
 //! memory.
 
@@ -198,8 +199,8 @@ impl Chunk {
     }
 
     /// Frees the chunk without posting a LOCAL_INV or waiting for anything:
-    /// a registration not known invalid is deregistered instead, once its
-    /// REG_MR has completed. For a caller in its QP's completion work.
+    /// a registration not known invalid is deregistered instead, once the
+    /// QP's teardown drained it. For a caller in its QP's completion work.
     pub(crate) fn release_no_inv(self) -> Released {
         self.free(true)
     }
@@ -225,8 +226,9 @@ pub(crate) enum Released {
     Nothing,
     /// A LOCAL_INV, posted and completed.
     LocalInv,
-    /// Not known invalid, so its MR was deregistered instead of reused
-    /// (xprtrdma's recycled MR: mountstats' `mrs_recycled`).
+    /// Not known invalid, so its MR is deregistered instead of reused, once
+    /// the QP's teardown drained it (xprtrdma's recycled MR: mountstats'
+    /// `mrs_recycled`).
     Recycled,
 }
 
@@ -273,8 +275,8 @@ pub(crate) trait Invalidated: Send {
     /// Every LOCAL_INV posted completed (`status`: the first failed one's,
     /// a flush or error; a negative errno if a registration was left
     /// without one (the QP closing, its Send Queue full, no memory for the
-    /// batch); else 0. A registration not invalidated is deregistered at
-    /// release); `chunks` are the lists the batch took,
+    /// batch); else 0. A registration not invalidated is deregistered
+    /// after the QP's teardown drained it); `chunks` are the lists the batch took,
     /// whose release now waits for nothing. Called once, under NOFS, from
     /// the CQ's polling work or from [`invalidate_async`] itself: it must not
     /// wait for a completion of the same QP.
@@ -303,7 +305,8 @@ pub(crate) enum InvAsync {
 /// (they complete in order), from the last completion or, if they all
 /// completed already or none was posted, before this returns. A chunk whose
 /// LOCAL_INV could not be posted (the QP closing, its Send Queue full) is
-/// deregistered at release instead, which waits for nothing.
+/// deregistered instead, after the QP's teardown drained it; its release
+/// waits for nothing.
 pub(crate) fn invalidate_async(task: KBox<dyn Invalidated>, chunks: ChunkLists) -> InvAsync {
     let Ok(slot) = KBox::<InvCtx>::new_uninit(GFP_KERNEL) else {
         return InvAsync::Refused(task, chunks);

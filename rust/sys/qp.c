@@ -45,7 +45,8 @@
  *
  * Teardown (rpcrdma_cm_destroy_qp) sets @closed under the lock, so nothing
  * new is posted; drains the QP (every posted WR completes, flushed if need
- * be); lets the Receive work finish; waits for operations in progress
+ * be); lets the Receive work finish; frees the chains and chunks left to
+ * it until then (@rw_orphans, @reg_orphans); waits for operations in progress
  * (@users); frees the QP, buffers and CQ; then waits for every other holder
  * of @ref (Rust handles, chunks) to let go, whose operations all fail now,
  * and frees the PD. Nothing of the connection is left on the device when it
@@ -638,8 +639,8 @@ u32 rpcrdma_cm_send_allocated(struct rpcrdma_cm_qp *qp)
 
 /*
  * A PD, one CQ for both directions (polled from a workqueue), an RC QP on
- * @id's device with room for @attr->send_depth Sends plus FRWR registrations
- * and invalidations, for RDMA Read/Write chains (room for one as long as
+ * @id's device with room for @attr->send_depth Sends, plus FRWR registrations
+ * and invalidations if @attr->registers, for RDMA Read/Write chains (room for one as long as
  * the largest chunk needs, up to RPCRDMA_CM_RW_SGES pages per WR, or for
  * that many short ones at once, see rpcrdma_cm_rw()), for @attr->recv_depth
  * Receives, and one WR each way for the drain. @attr->recv_initial Receive
@@ -680,6 +681,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	INIT_LIST_HEAD(&qp->chunk_free);
 	atomic_set(&qp->chunks_allocated, 0);
 	INIT_LIST_HEAD(&qp->rw_orphans);
+	rpcrdma_cm_reg_init(qp);
 	qp->mr_pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len,
 			     RPCRDMA_CM_CHUNK_MAX_PAGES);
 	INIT_WORK(&qp->recv_work, rpcrdma_cm_recv_work);
@@ -700,7 +702,7 @@ int rpcrdma_cm_create_qp(struct rdma_cm_id *id,
 	sges = min3(id->device->attrs.max_send_sge, id->device->attrs.max_sge_rd,
 		    RPCRDMA_CM_RW_SGES);
 	sges = max(sges, 1U);
-	own = a->send_depth * (RPCRDMA_CM_MR_WRS + 1) + 1;
+	own = a->send_depth * (1 + (a->registers ? 2 * RPCRDMA_CM_MR_WRS : 0)) + 1;
 	rw = DIV_ROUND_UP(RPCRDMA_CM_CHUNK_MAX_PAGES, sges);
 	/*
 	 * Every WR that can be outstanding, signaled or not (a flush completes
@@ -780,6 +782,7 @@ void rpcrdma_cm_destroy_qp(struct rpcrdma_cm_qp *qp)
 		ib_drain_qp(qp->id->qp);
 	flush_work(&qp->recv_work);
 	rpcrdma_cm_rw_orphans_free(qp);
+	rpcrdma_cm_reg_orphans_free(qp);
 	wait_event(qp->wq, atomic_read(&qp->users) == 0);
 	rpcrdma_cm_chunk_pools_destroy(qp);
 	if (qp->id->qp)
@@ -925,8 +928,8 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	/*
 	 * A device that failed a post without saying where (none does: the
 	 * verbs contract sets @bad) would leave every WR counted as posted,
-	 * and warn: never an MR recycled while its registration may be live,
-	 * though the release of a REG_MR never posted would wait for good.
+	 * and warn: never an MR recycled while its registration may be live
+	 * (a LOCAL_INV invalidates it at release).
 	 */
 	const struct ib_send_wr *bad = NULL;
 	struct ib_send_wr *wrs;

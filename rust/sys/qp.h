@@ -111,6 +111,17 @@ struct rpcrdma_cm_qp {
 	atomic_t rw_released;
 	/* RDMA Read/Write chains posted in part, freed by teardown (chunk.c). */
 	struct list_head rw_orphans;
+	/*
+	 * REG_MRs are posted unsignaled, as xprtrdma's: @reg_cqe is theirs, for
+	 * the completions that come anyway (a flush, a failure). A chunk
+	 * released while its registration is not known invalid waits on
+	 * @reg_orphans, its MR and memory untouched, until teardown drained
+	 * the QP (@drained, under @lock): only then can no REG_MR of it still
+	 * be in the Send Queue (chunk.c).
+	 */
+	struct ib_cqe reg_cqe;
+	struct list_head reg_orphans;
+	bool drained;
 	u32 send_size, recv_size;
 	u32 send_depth, recv_depth;
 	u32 nsend;		/* Send slots used (buffers allocated on demand) */
@@ -161,7 +172,12 @@ int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
 			 const struct ib_send_wr **bad);
 #endif
 
-/* Registrations and invalidations per Send, and one RDMA Read/Write context. */
+/*
+ * Registrations per Send a requester's QP has room for. Each takes two Send
+ * Queue entries: its REG_MR, posted unsignaled in front of the Send, may hold
+ * its entry until a later signaled WR completes (hardware may free entries
+ * only then), while its LOCAL_INV holds another.
+ */
 #define RPCRDMA_CM_MR_WRS 6
 /*
  * At most this many pages per RDMA Read/Write WR (the device may allow
@@ -186,5 +202,7 @@ void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_sen
 void rpcrdma_cm_chunk_pools_destroy(struct rpcrdma_cm_qp *qp);
 /* Frees the chains posted in part (teardown, after the drain). */
 void rpcrdma_cm_rw_orphans_free(struct rpcrdma_cm_qp *qp);
+void rpcrdma_cm_reg_init(struct rpcrdma_cm_qp *qp);
+void rpcrdma_cm_reg_orphans_free(struct rpcrdma_cm_qp *qp);
 
 #endif /* RPCRDMA_CM_QP_H */

@@ -50,6 +50,9 @@ pub(crate) struct QpAttr {
     /// of this QP (an RDMA Read it posted, a LOCAL_INV), which would wait
     /// for itself.
     pub(crate) recv_direct: bool,
+    /// The owner registers chunks (a requester): the Send Queue has room
+    /// for their REG_MRs and LOCAL_INVs besides the Sends.
+    pub(crate) registers: bool,
 }
 
 impl QpAttr {
@@ -63,6 +66,7 @@ impl QpAttr {
             recv_size: self.recv_size,
             recv_wq: super::workqueue::recv_queue()?,
             recv_direct: self.recv_direct,
+            registers: self.registers,
         })
     }
 }

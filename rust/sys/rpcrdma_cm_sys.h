@@ -198,6 +198,11 @@ struct rpcrdma_cm_qp_attr {
 	 * owner whose handler never waits for a completion of this QP.
 	 */
 	bool recv_direct;
+	/*
+	 * The owner registers chunks (a requester): room for their REG_MRs
+	 * and LOCAL_INVs in the Send Queue (RPCRDMA_CM_MR_WRS).
+	 */
+	bool registers;
 };
 
 int rpcrdma_cm_create_qp(struct rdma_cm_id *id,

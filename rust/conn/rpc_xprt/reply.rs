@@ -444,7 +444,8 @@ impl ClientXprt {
     /// The Reply to call `xid` on `conn` cannot wait for its LOCAL_INVs (no
     /// memory for the wait, one failed, or `conn` is no longer the one in
     /// use), and this context, the CQ's, must not wait for them itself: the
-    /// chunks are released without (their MRs deregistered), the call is
+    /// chunks are released without (their MRs deregistered once the QP is
+    /// drained), the call is
     /// left to be sent again, and the connection goes (if still in use), so
     /// that it is.
     fn drop_call(
