@@ -17,6 +17,8 @@
 //!   caller reserves its credit and XID under the lock, takes a [`Qp`] handle
 //!   and builds the call without it.
 //! - A `Conn` lock may be taken before the `State::conns` lock, never after.
+//! - A mount transport's lock may be taken before a `Conn` lock, never after
+//!   (`rpc_xprt`: the connection handed to sunrpc).
 //! - A holder of a [`Qp`] handle or chunk lets go once the connection has failed
 //!   (it is woken for that): the teardown waits for it.
 

@@ -91,7 +91,7 @@ impl XprtFactory for ClientFactory {
                 connects: AtomicU32::new(0),
                 inner <- new_mutex!(Inner {
                     conn: None,
-                    handed: false,
+                    handed: None,
                     regs: RBTree::new(),
                     spare,
                 }),
@@ -142,17 +142,32 @@ fn get(c: &AtomicU64) -> u64 {
 ///   completions, so they are dropped after the lock).
 /// - An entry marked `deferred` has no chunks: they are with its Reply's
 ///   LOCAL_INVs ([`reply::AfterInv`]), which forgets the entry when it runs.
+/// - `handed` is `conn`'s: set as `conn` is handed to sunrpc (established
+///   then), it goes with `conn` (close, forget) or as `conn` closes
+///   ([`ClientXprt::closed`], which the QP's teardown follows).
 struct Inner {
     /// The connection in use or being made.
     conn: Option<Arc<Conn>>,
-    /// sunrpc was told `conn` is connected: its end must be reported.
-    handed: bool,
+    /// Once sunrpc was told `conn` is connected (its end must be reported
+    /// then): what a call sends with, taken from `conn` as it was handed
+    /// over, so that a call locks nothing of the connection.
+    handed: Option<Handed>,
     /// Chunks of the calls sent on `conn`, by XID, until their Reply (and,
     /// marked `deferred`, while the Reply waits for its LOCAL_INVs).
     regs: RBTree<u32, Regs>,
     /// Nodes of removed entries, for the next calls' entries: a call that
     /// keeps chunks allocates none (room for a window's worth reserved).
     spare: KVec<RBTreeNodeReservation<u32, Regs>>,
+}
+
+/// What the calls on an established connection send with
+/// ([`Inner::handed`]). Its handle keeps the QP from being destroyed, so it
+/// goes as the connection closes ([`ClientXprt::closed`], before the QP's
+/// teardown), or with the connection (close, forget).
+struct Handed {
+    qp: Qp,
+    neg: Negotiated,
+    fr_pages: u32,
 }
 
 impl Inner {
@@ -399,7 +414,13 @@ impl ClientXprt {
             g.peer_addr = Some(this.peer);
             g.state.advance(ConnState::Resolving);
         }
-        this.lock().conn = Some(conn.clone());
+        let old = {
+            let mut g = this.lock();
+            (g.conn.replace(conn.clone()), g.handed.take())
+        };
+        // Both `None`: `close` took them above (sunrpc's connects and
+        // closes of one transport never overlap).
+        drop(old);
         if let Err(e) = cm.resolve_addr(&endpoint(&this.peer), RESOLVE_TIMEOUT_MS) {
             st.inc(Counter::ErrResolve);
             conn.close(Closed::ResolveFailed, e.to_errno());
@@ -416,21 +437,28 @@ impl ClientXprt {
                 if !g.is_current(&conn) {
                     return Err(ENOTCONN);
                 }
-                g.handed = true;
+                // Taken under `inner`'s lock: a close of `conn` came first
+                // (it is no longer established), or its `closed` will find
+                // this to take.
+                let Some(h) = conn.handed() else {
+                    drop(g);
+                    this.forget(&conn);
+                    conn.close(Closed::ClosedBySunrpc, 0);
+                    return Err(ENOTCONN);
+                };
+                let n = h.neg;
+                g.handed = Some(h);
                 drop(g);
                 // bc_maxpayload is asked under rcu_read_lock(): it reads
                 // this, never a lock. What one Send carries either way, as
                 // xprtrdma: the smaller threshold, at most a page, less the
                 // transport header.
-                let neg = conn.inner.lock().negotiated;
-                if let Some(n) = neg {
-                    let page = kernel::page::PAGE_SIZE as u32;
-                    let max = n.c2s.min(n.s2c).min(page);
-                    this.bc_max.store(
-                        max.saturating_sub(crate::proto::header::MIN_MSG_LEN as u32),
-                        Ordering::Relaxed,
-                    );
-                }
+                let page = kernel::page::PAGE_SIZE as u32;
+                let max = n.c2s.min(n.s2c).min(page);
+                this.bc_max.store(
+                    max.saturating_sub(crate::proto::header::MIN_MSG_LEN as u32),
+                    Ordering::Relaxed,
+                );
                 Ok(())
             }
             Err(e) => {
@@ -453,22 +481,26 @@ impl ClientXprt {
     /// Drops `conn` as the current connection, if it still is.
     fn forget(&self, conn: &Arc<Conn>) {
         let mut g = self.lock();
-        if g.is_current(conn) {
+        let handed = if g.is_current(conn) {
             g.conn = None;
-            g.handed = false;
-        }
+            g.handed.take()
+        } else {
+            None
+        };
+        drop(g);
+        drop(handed);
     }
 
     /// The connection goes (sunrpc's close, or before a new connect): the
     /// chunks of its calls are released while its QP still lives, then it
     /// is closed and torn down.
     fn close(&self) {
-        let (conn, regs) = {
+        let (conn, regs, handed) = {
             let mut g = self.lock();
-            g.handed = false;
-            (g.conn.take(), core::mem::take(&mut g.regs))
+            (g.conn.take(), core::mem::take(&mut g.regs), g.handed.take())
         };
         drop(regs);
+        drop(handed);
         if let Some(c) = conn {
             c.close(Closed::ClosedBySunrpc, 0);
         }
@@ -476,16 +508,19 @@ impl ClientXprt {
 
     /// `conn` ended by itself (its owner link is gone already): if it is the
     /// one sunrpc uses, sunrpc is told, closes the transport and reconnects.
+    /// Its QP is torn down next: what holds it here goes first.
     pub(super) fn closed(&self, conn: &Conn) {
-        let regs = {
+        let (regs, handed) = {
             let mut g = self.lock();
-            if !self.disconnect_current(&g, conn) {
+            if !g.is_current(conn) {
                 return;
             }
+            let _ = self.disconnect_current(&g, conn);
             // Its chunks hold its QP, whose teardown waits for them.
-            core::mem::take(&mut g.regs)
+            (core::mem::take(&mut g.regs), g.handed.take())
         };
         drop(regs);
+        drop(handed);
     }
 
     /// Under the lock (`g`): whether `conn` is the connection in use and
@@ -495,7 +530,7 @@ impl ClientXprt {
         if !g.is_current(conn) || self.dead() {
             return false;
         }
-        if g.handed {
+        if g.handed.is_some() {
             // Under the lock: destroy (which sets DEAD under it) cannot
             // have begun.
             self.x.force_disconnect();
@@ -503,20 +538,14 @@ impl ClientXprt {
         true
     }
 
-    /// The connection in use, a handle on its QP, what it negotiated and the
-    /// pages one registration may cover on its device.
+    /// The connection handed to sunrpc, a handle on its QP, what it
+    /// negotiated and the pages one registration may cover on its device.
     fn current(&self) -> Result<(Arc<Conn>, Qp, Negotiated, u32)> {
-        let conn = self.lock().conn.clone().ok_or(ENOTCONN)?;
-        let (qp, neg, pages) = {
-            let g = conn.inner.lock();
-            match (g.cm.get(), &g.negotiated) {
-                (Some(cm), Some(n)) if g.state.is_established() => {
-                    (cm.qp().ok_or(ENOTCONN)?, *n, g.fr_pages)
-                }
-                _ => return Err(ENOTCONN),
-            }
-        };
-        Ok((conn, qp, neg, pages))
+        let g = self.lock();
+        match (&g.conn, &g.handed) {
+            (Some(c), Some(h)) => Ok((c.clone(), h.qp.clone(), h.neg, h.fr_pages)),
+            _ => Err(ENOTCONN),
+        }
     }
 
     /// Releases a call's registrations: LOCAL_INV for each, but the one the
@@ -607,6 +636,20 @@ impl XprtOps for ClientOps {
 }
 
 impl Conn {
+    /// What a mount's calls send with ([`Handed`]), if the connection is
+    /// established.
+    fn handed(&self) -> Option<Handed> {
+        let g = self.inner.lock();
+        match (g.cm.get(), &g.negotiated) {
+            (Some(cm), Some(n)) if g.state.is_established() => Some(Handed {
+                qp: cm.qp()?,
+                neg: *n,
+                fr_pages: g.fr_pages,
+            }),
+            _ => None,
+        }
+    }
+
     /// Waits until the connection is established (`Ok`) or has ended, at most
     /// `ms` milliseconds; the error is what sunrpc should see.
     fn wait_open(&self, ms: u32) -> Result {
