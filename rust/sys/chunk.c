@@ -294,7 +294,11 @@ static void rpcrdma_cm_mr_done(struct ib_wc *wc, struct rpcrdma_cm_chunk *c)
 
 	if (wc->status != IB_WC_SUCCESS && !c->mr_status)
 		c->mr_status = wc->status;
-	/* The owner let go already: the chunk ends with its last completion. */
+	/*
+	 * The owner holds its count until this completion ran (it waits for
+	 * its own LOCAL_INV; a batch hands its chunks back after the last), so
+	 * this does not end the count; whoever does ends the chunk.
+	 */
 	if (atomic_dec_and_test(&c->inflight)) {
 		rpcrdma_cm_chunk_end(c);
 		return;
@@ -591,7 +595,7 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	 * again (the caller may be this QP's completion work): the chunk is
 	 * parked below, its MR deregistered once teardown drained the QP.
 	 */
-	if (c->registered && !invalid && !c->inv_skip && !no_inv && !rpcrdma_cm_qp_enter(qp)) {
+	if (!invalid && !c->inv_skip && !no_inv && !rpcrdma_cm_qp_enter(qp)) {
 		struct ib_send_wr inv = {
 			.opcode = IB_WR_LOCAL_INV,
 			.wr_cqe = &c->inv_cqe,
@@ -599,17 +603,21 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 			.ex.invalidate_rkey = c->mr->rkey,
 		};
 
+		int err;
+
 		c->inv_cqe.done = rpcrdma_cm_inv_done;
 		atomic_inc(&c->inflight);
-		if (rpcrdma_cm_post_send(qp, &inv)) {
+		err = rpcrdma_cm_post_send(qp, &inv);
+		if (err) {
 			atomic_dec(&c->inflight);
 			/*
 			 * The device refused it on a live QP: the QP goes to the
 			 * error state, where the registration parked below
-			 * reaches nothing. Never this QP's completion work: it
-			 * would wait for the LOCAL_INV below.
+			 * reaches nothing. -ENOTCONN: teardown began meanwhile
+			 * and does that itself. Never this QP's completion work:
+			 * it would wait for the LOCAL_INV below.
 			 */
-			if (rpcrdma_cm_qp_disconnect(qp))
+			if (err != -ENOTCONN && rpcrdma_cm_qp_disconnect(qp))
 				pr_err_ratelimited("rpcrdma_cm: a LOCAL_INV refused, and the disconnect too\n");
 		} else {
 			ret = 1;
@@ -626,13 +634,13 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 	/*
 	 * A registration known invalid reaches nothing: the memory is unmapped
 	 * now, before the caller places anything in the pages (unmapping may
-	 * copy a bounce buffer back), even if a completion is still to come.
+	 * copy a bounce buffer back).
 	 */
 	if (invalid && !c->mr_status && c->nents) {
 		ib_dma_unmap_sg(qp->pd->device, c->sgl, c->npages, c->dir);
 		c->nents = 0;
 	}
-	if (!invalid && c->registered) {
+	if (!invalid) {
 		unsigned long flags;
 		bool parked;
 
