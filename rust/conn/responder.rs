@@ -251,7 +251,7 @@ impl Conn {
         reminv: bool,
     ) -> Result {
         let mut written: KVec<KVec<Segment>> = KVec::new();
-        let mut rest = KVVec::new();
+        let mut copy = KVVec::new();
         let mut used_write = false;
         for (i, w) in route.wchunks.iter().enumerate() {
             let data: &[u8] = match ddp {
@@ -261,14 +261,17 @@ impl Conn {
             used_write |= !data.is_empty();
             written.push(self.push(qp, w, data)?, GFP_KERNEL)?;
         }
-        match ddp {
+        // The rest: the reply itself, or, with its result written, what
+        // precedes the result and what follows its XDR padding.
+        let rest: &[u8] = match ddp {
             Some((off, len)) if used_write => {
                 let end = off + xdr_align(len as usize).ok_or(EINVAL)?;
-                rest.extend_from_slice(&reply[..off], GFP_KERNEL)?;
-                rest.extend_from_slice(&reply[end.min(reply.len())..], GFP_KERNEL)?;
+                copy.extend_from_slice(&reply[..off], GFP_KERNEL)?;
+                copy.extend_from_slice(&reply[end.min(reply.len())..], GFP_KERNEL)?;
+                &copy
             }
-            _ => rest.extend_from_slice(reply, GFP_KERNEL)?,
-        }
+            _ => reply,
+        };
         self.send_reply_rest(
             qp,
             route,
@@ -276,7 +279,7 @@ impl Conn {
             used_write,
             s2c,
             reminv,
-            Rest::Copied(&rest),
+            Rest::Copied(rest),
         )
     }
 
@@ -355,35 +358,6 @@ impl Conn {
             ..spec
         };
         self.post_reply(qp, &spec, inv, s2c, X::RepliesSentReplyChunk, 0, |_| Ok(()))
-    }
-
-    /// Sends a reply of `len` octets whose call offered no Write chunk,
-    /// inline if the header and it fit `s2c`: `fill` writes it straight
-    /// into the Send buffer (one copy, as svcrdma's pull-up). `Ok(false)`,
-    /// nothing sent, if it does not fit or a Write chunk is offered.
-    pub(super) fn send_reply_inline(
-        &self,
-        qp: &Qp,
-        route: &ReplyRoute,
-        len: usize,
-        s2c: u32,
-        reminv: bool,
-        fill: impl FnOnce(&mut [u8]) -> Result,
-    ) -> Result<bool> {
-        if !route.wchunks.is_empty() || HEADER_ONLY.len().saturating_add(len) > s2c as usize {
-            return Ok(false);
-        }
-        let spec = MsgSpec {
-            xid: route.xid,
-            credits: route.credits,
-            nomsg: false,
-            reads: &[],
-            writes: &[],
-            reply: None,
-        };
-        let inv = reply_inv(route, reminv);
-        self.post_reply(qp, &spec, inv, s2c, X::RepliesSentInline, len, fill)?;
-        Ok(true)
     }
 
     /// Posts a reply: the header `spec`, then `len` octets of RPC message
@@ -550,14 +524,6 @@ pub(super) struct CallIn<'a> {
     /// The RPC message part in the Send (empty for RDMA_NOMSG).
     pub(super) inline: &'a [u8],
 }
-
-/// The header of a reply with no chunks.
-const HEADER_ONLY: HeaderShape = HeaderShape {
-    read_segments: 0,
-    write_chunks: 0,
-    write_segments: 0,
-    reply_segments: None,
-};
 
 /// The rkey a reply to `route` invalidates with Send With Invalidate, if
 /// any: only when both ends set R (RFC 8797 Section 4.1; we set it only on a

@@ -787,20 +787,20 @@ impl Conn {
         }
     }
 
-    /// Sends nfsd's reply. One to a call that offered no Write chunk and
-    /// that fits inline is read straight into the Send buffer. Otherwise a
-    /// DDP-eligible result in the reply's page list (READ data) goes to the
-    /// first Write chunk by RDMA Write from those pages, and only the rest of
-    /// the reply is copied out, to go inline or into the Reply chunk; else
-    /// the whole reply is copied out first.
+    /// Sends nfsd's reply. One to a call that offered no Write chunk is
+    /// read straight into the Send buffer if it fits inline, else into one
+    /// copy bound for the Reply chunk. Otherwise a DDP-eligible result in
+    /// the reply's page list (READ data) goes to the first Write chunk by
+    /// RDMA Write from those pages, and only the rest of the reply is read
+    /// out, to go inline or into the Reply chunk; else the whole reply is
+    /// copied out first.
     fn svc_reply(&self, qp: &Qp, rq: &SvcRqst<'_>, c: &NfsCall) -> Result {
         let len = rq.res_len() as usize;
-        // Most replies (no Write chunk offered, small enough): straight
-        // from nfsd's reply into the Send buffer.
-        if self.send_reply_inline(qp, &c.route, len, c.s2c, c.reminv, |out| {
-            rq.res_read(0, out)
-        })? {
-            return Ok(());
+        // Most replies: no Write chunk offered.
+        if c.route.wchunks.is_empty() {
+            let whole = |out: &mut [u8]| rq.res_read(0, out);
+            let rest = Rest::Written(len, &whole);
+            return self.send_reply_rest(qp, &c.route, &[], false, c.s2c, c.reminv, rest);
         }
         if let (Some((off, plen)), Some(first)) = (c.payload(), c.route.wchunks.first()) {
             if plen != 0 && rq.res_in_pages(n32(off), plen) {
