@@ -248,7 +248,7 @@ off_fault() {
 # corrupted, the mount does not come back, a kernel reports, or a transport
 # cannot be unloaded afterwards.
 fault_case() {
-	local fault=$1 cli=$2 srv=$3 mnt=/tmp/mnt_fault ok=0 t0 took cc0 cc1 data=ok pid_cp pid_fio rc_cp rc_fio
+	local fault=$1 cli=$2 srv=$3 mnt=/tmp/mnt_fault ok=0 t0 took cc0 cc1 rt0 rt1 data=ok pid_cp pid_fio rc_cp rc_fio
 	mark_case "$fault $cli-$srv"
 	ask_args mark_case "$fault $cli-$srv"
 	ask "srv_$srv" || return 1
@@ -258,6 +258,7 @@ fault_case() {
 		{ fail "$fault $cli-$srv: mount"; return 1; }
 	[ -f /tmp/fault.bin ] || head -c $((FAULT_MIB << 20)) /dev/urandom >/tmp/fault.bin
 	cc0=$(mountstat 3)
+	rt0=$(op_retrans)
 	trace_on
 	ask trace_on
 	rxe_counters >/tmp/rxe_before
@@ -292,9 +293,10 @@ fault_case() {
 		grep -m3 -iE 'err|verify' /tmp/fio_fault.out | sed 's/^/# fio: /'
 	fi
 	cc1=$(mountstat 3)
+	rt1=$(op_retrans)
 	rm -f "$mnt/fault.bin" "$mnt/fio.dat"
 	timeout -s KILL 120 umount "$mnt" || { fail "$fault $cli-$srv: umount"; umount -f -l "$mnt"; ok=1; }
-	echo "# fault: $fault $cli-$srv data=$data reconnects=$((cc1 - cc0)) seconds=$took" |
+	echo "# fault: $fault $cli-$srv data=$data reconnects=$((cc1 - cc0)) seconds=$took $(retrans_delta "$rt0" "$rt1")" |
 		tee -a "$PAIR_DIR/faults.rows"
 	[ "$data" = ok ] || fail "$fault $cli-$srv: data $data"
 	ktap_print_msg "client events: $(trace_summary)$([ -r "$DBG/stats" ] && awk '$1 ~ /err|busy|disconnect|removal|reject|unreachable|timeout|_exc/ && $2 != 0 { printf "%s=%s ", $1, $2 }' "$DBG/stats")"

@@ -420,6 +420,22 @@ mountstat() {
 	awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats
 }
 
+# op_retrans: "RETRANS TIMEOUTS" of the rdma mount: its calls sent again
+# (transmissions less operations) and its major timeouts, summed over the
+# per-op statistics of /proc/self/mountstats.
+op_retrans() {
+	awk '/^device / { rdma = 0; ops = 0 }
+	     $1 == "xprt:" { rdma = ($2 == "rdma") }
+	     /per-op statistics/ { ops = 1; next }
+	     rdma && ops && $1 ~ /:$/ && NF >= 9 { r += $3 - $2; t += $4 }
+	     END { print r + 0, t + 0 }' /proc/self/mountstats
+}
+
+# retrans_delta "R0 T0" "R1 T1": retrans=N timeouts=N between two op_retrans.
+retrans_delta() {
+	echo "$1 $2" | awk '{ printf "retrans=%d timeouts=%d", $3 - $1, $4 - $2 }'
+}
+
 # How much data the NFS workloads move: NFS_WORKLOAD=small (make check-debug,
 # whose kernel runs them about ten times slower) takes the same steps on a
 # tenth of the files and entries, a quarter of the big file and of fio's
