@@ -602,7 +602,6 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 			.send_flags = IB_SEND_SIGNALED,
 			.ex.invalidate_rkey = c->mr->rkey,
 		};
-
 		int err;
 
 		c->inv_cqe.done = rpcrdma_cm_inv_done;
