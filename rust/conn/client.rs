@@ -34,7 +34,7 @@ use crate::proto::rpc::{
 use crate::proto::ulb::{compound_res_head, nfs4_op_max_reply, NFS_PROGRAM};
 use crate::proto::xdr::{xdr_align, XdrReader, XdrWriter};
 use crate::stats::XprtCounter as X;
-use crate::sys::chunk::Chunk;
+use crate::sys::chunk::{Chunk, ChunkList};
 use crate::sys::qp::Qp;
 use crate::sys::time::now_ns;
 use crate::sys::wait::Waited;
@@ -331,12 +331,12 @@ impl CallSource for CallerCall<'_> {
         Ok(())
     }
 
-    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut KVec<Chunk>) -> Result {
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut ChunkList) -> Result {
         let seed = self.req.seed(self.xid);
         reg.alloc_filled(out, item.len, &mut |c, at| fill_pattern(c, seed, at))
     }
 
-    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut KVec<Chunk>) -> Result {
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut ChunkList) -> Result {
         reg.alloc(out, len, true)
     }
 }

@@ -37,7 +37,7 @@ use crate::proto::header::{encode_msg, Body, Header, MsgSpec, ReadSegment, Segme
 use crate::proto::negotiate::Negotiated;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
-use crate::sys::chunk::{Chunk, Released};
+use crate::sys::chunk::{Chunk, ChunkList, Released};
 use crate::sys::qp::{Qp, SendBuf};
 use crate::sys::trace;
 use crate::sys::xdr_buf::XdrMsg;
@@ -66,10 +66,10 @@ pub(super) trait CallSource {
     fn read(&self, off: u32, out: &mut [u8]) -> Result;
     /// Registers chunk memory holding the Call's DDP item `item` into `out`,
     /// for the peer to read (a Read chunk at the item's position).
-    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut KVec<Chunk>) -> Result;
+    fn ddp_call(&self, reg: &Registrar<'_>, item: DdpItem, out: &mut ChunkList) -> Result;
     /// Registers chunk memory of `len` octets for the Reply's DDP item into
     /// `out`, for the peer to write (a Write chunk).
-    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut KVec<Chunk>) -> Result;
+    fn ddp_reply(&self, reg: &Registrar<'_>, len: u32, out: &mut ChunkList) -> Result;
 }
 
 /// Registers a Call's chunks on `qp`, in segments the device's registrations
@@ -95,15 +95,14 @@ impl Registrar<'_> {
     /// Registers `c` and puts it into `out`: registered first, then kept
     /// (room for it made before), so no registered segment is dropped
     /// unlisted.
-    fn push(&self, out: &mut KVec<Chunk>, mut c: Chunk, remote_write: bool) -> Result {
-        out.reserve(1, GFP_KERNEL)?;
+    fn push(&self, out: &mut ChunkList, mut c: Chunk, remote_write: bool) -> Result {
+        out.reserve_one()?;
         self.register(&mut c, remote_write)?;
-        out.push(c, GFP_KERNEL)?;
-        Ok(())
+        out.push(c)
     }
 
     /// `len` octets of chunk memory of our own, zeroed and registered.
-    pub(super) fn alloc(&self, out: &mut KVec<Chunk>, len: u32, remote_write: bool) -> Result {
+    pub(super) fn alloc(&self, out: &mut ChunkList, len: u32, remote_write: bool) -> Result {
         self.alloc_with(out, len, remote_write, &mut |_, _| Ok(()))
     }
 
@@ -112,7 +111,7 @@ impl Registrar<'_> {
     /// registered.
     pub(super) fn alloc_filled(
         &self,
-        out: &mut KVec<Chunk>,
+        out: &mut ChunkList,
         len: u32,
         fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
     ) -> Result {
@@ -121,7 +120,7 @@ impl Registrar<'_> {
 
     fn alloc_with(
         &self,
-        out: &mut KVec<Chunk>,
+        out: &mut ChunkList,
         len: u32,
         remote_write: bool,
         fill: &mut dyn FnMut(&mut Chunk, u32) -> Result,
@@ -138,12 +137,7 @@ impl Registrar<'_> {
     }
 
     /// The page part of `msg`, in place, registered.
-    pub(super) fn wrap(
-        &self,
-        out: &mut KVec<Chunk>,
-        msg: &XdrMsg<'_>,
-        remote_write: bool,
-    ) -> Result {
+    pub(super) fn wrap(&self, out: &mut ChunkList, msg: &XdrMsg<'_>, remote_write: bool) -> Result {
         let len = msg.page_len();
         let mut at = 0;
         while at < len {
@@ -179,8 +173,8 @@ pub(super) struct ReleaseCounts {
 /// Read chunk (a DDP item, or the whole Call) and its Write or Reply chunk.
 #[derive(Default)]
 pub(super) struct Regs {
-    pub(super) call: KVec<Chunk>,
-    pub(super) reply: KVec<Chunk>,
+    pub(super) call: ChunkList,
+    pub(super) reply: ChunkList,
     /// `reply` is a Write chunk.
     pub(super) write_list: bool,
     /// A mount's entry whose Reply waits for its LOCAL_INVs (the chunks are
@@ -219,17 +213,18 @@ enum Few<T> {
 const FEW: usize = 4;
 
 impl<T: Copy + Default> Few<T> {
-    /// `f(item)` for each of `items`, in order.
-    fn map<S>(items: &[S], mut f: impl FnMut(&S) -> Result<T>) -> Result<Self> {
-        if items.len() <= FEW {
+    /// `f(chunk)` for each chunk of `items`, in order.
+    fn map(items: &ChunkList, mut f: impl FnMut(&Chunk) -> Result<T>) -> Result<Self> {
+        let n = items.len();
+        if n <= FEW {
             let mut a = [T::default(); FEW];
-            for (slot, item) in a.iter_mut().zip(items) {
+            for (slot, item) in a.iter_mut().zip(items.iter()) {
                 *slot = f(item)?;
             }
-            return Ok(Few::Inline(a, items.len()));
+            return Ok(Few::Inline(a, n));
         }
-        let mut v = KVec::with_capacity(items.len(), GFP_KERNEL)?;
-        for item in items {
+        let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+        for item in items.iter() {
             v.push(f(item)?, GFP_KERNEL)?;
         }
         Ok(Few::Heap(v))
@@ -360,7 +355,7 @@ pub(super) fn encode(
         let limit = buf.len().min(neg.c2s as usize);
         let buf = &mut buf[..limit];
         let mut at = encode_msg(buf, &spec).map_err(short)?;
-        for (off, n) in wire.inline {
+        for (off, n) in wire.inline.into_iter().filter(|&(_, n)| n != 0) {
             let end = at + n as usize;
             src.read(off, buf.get_mut(at..end).ok_or(EMSGSIZE)?)?;
             at = end;

@@ -232,6 +232,89 @@ pub(crate) enum Released {
     Recycled,
 }
 
+/// Chunks a [`ChunkList`] holds without an allocation.
+const LIST_INLINE: usize = 2;
+
+/// One chunk list of a call (its Read chunk's registrations, or its Write
+/// or Reply chunk's), in order: the first [`LIST_INLINE`] in place, so that
+/// most calls (one registration, or two) allocate nothing for their lists
+/// and free nothing after (an empty `KVec` still calls the allocator when
+/// dropped), the others on the heap.
+///
+/// # Invariants
+///
+/// `first` is filled from its start, and `more` is `Some` only once `first`
+/// is full: the list's order is `first`'s, then `more`'s.
+#[derive(Default)]
+pub(crate) struct ChunkList {
+    first: [Option<Chunk>; LIST_INLINE],
+    more: Option<KVec<Chunk>>,
+}
+
+impl ChunkList {
+    /// Room for one more chunk: after it, [`ChunkList::push`] cannot fail.
+    pub(crate) fn reserve_one(&mut self) -> Result {
+        if self.first.iter().any(Option::is_none) {
+            return Ok(());
+        }
+        self.more
+            .get_or_insert_with(KVec::new)
+            .reserve(1, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Appends `c`, within the room [`ChunkList::reserve_one`] made (else
+    /// it may allocate, and fail).
+    pub(crate) fn push(&mut self, c: Chunk) -> Result {
+        match self.first.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => *slot = Some(c),
+            None => self
+                .more
+                .get_or_insert_with(KVec::new)
+                .push(c, GFP_KERNEL)?,
+        }
+        Ok(())
+    }
+
+    /// How many chunks it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.first.iter().flatten().count() + self.more.as_ref().map_or(0, |m| m.len())
+    }
+
+    /// Whether it holds no chunk.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first[0].is_none()
+    }
+
+    /// The chunks, in order.
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &Chunk> {
+        let more = self.more.as_deref().unwrap_or(&[]);
+        Iterator::chain(self.first.iter().flatten(), more)
+    }
+
+    /// The chunks, in order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Chunk> {
+        let more = self.more.as_deref_mut().unwrap_or(&mut []);
+        Iterator::chain(self.first.iter_mut().flatten(), more)
+    }
+}
+
+impl IntoIterator for ChunkList {
+    type Item = Chunk;
+    type IntoIter = core::iter::Chain<
+        core::iter::Flatten<core::array::IntoIter<Option<Chunk>, LIST_INLINE>>,
+        core::iter::Flatten<core::option::IntoIter<KVec<Chunk>>>,
+    >;
+
+    /// The chunks, in order.
+    fn into_iter(self) -> Self::IntoIter {
+        Iterator::chain(
+            self.first.into_iter().flatten(),
+            self.more.into_iter().flatten(),
+        )
+    }
+}
+
 /// Links the chunks of `lists`, in order, for the next Send's post to put
 /// their pending REG_MRs in front of it ([`SendBuf::post`]); the first, or
 /// null if there is none. The post unlinks them before it returns: the
@@ -239,7 +322,7 @@ pub(crate) enum Released {
 /// borrows `lists`.
 ///
 /// [`SendBuf::post`]: super::qp::SendBuf::post
-pub(super) fn link_chain(lists: [&[Chunk]; 2]) -> *mut rpcrdma_cm_chunk {
+pub(super) fn link_chain(lists: [&ChunkList; 2]) -> *mut rpcrdma_cm_chunk {
     let mut next: *mut rpcrdma_cm_chunk = ptr::null_mut();
     for c in lists.iter().flat_map(|l| l.iter()).rev() {
         // SAFETY: `raw` is a live chunk (the caller borrows it until the post
@@ -266,7 +349,7 @@ impl Drop for Chunk {
 
 /// A call's chunk lists (its Call's, then its Reply's), as a batch of
 /// LOCAL_INVs takes and hands them back.
-pub(crate) type ChunkLists = [KVec<Chunk>; 2];
+pub(crate) type ChunkLists = [ChunkList; 2];
 
 /// What runs once the LOCAL_INVs [`invalidate_async`] posted have completed:
 /// the rest of a call (xprtrdma's frwr_unmap_async). The batch owns the
@@ -290,6 +373,9 @@ struct InvCtx {
 }
 
 /// How [`invalidate_async`] went.
+// `Refused` carries the lists back by value (two chunks each in place), as
+// rarely as memory runs out; `Taken` is the usual return.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum InvAsync {
     /// The task runs (or ran already) once the LOCAL_INVs completed; this
     /// many were posted.
@@ -313,11 +399,15 @@ pub(crate) fn invalidate_async(task: KBox<dyn Invalidated>, chunks: ChunkLists) 
     };
     let ctx = KBox::write(slot, InvCtx { task, chunks });
     let mut v: KVec<*mut rpcrdma_cm_chunk> = KVec::new();
-    for c in ctx.chunks.iter().flatten() {
-        if c.reg.is_some() && !c.remote_inv && v.push(c.raw.as_ptr(), GFP_KERNEL).is_err() {
-            let InvCtx { task, chunks } = KBox::into_inner(ctx);
-            return InvAsync::Refused(task, chunks);
-        }
+    let listed = ctx
+        .chunks
+        .iter()
+        .flat_map(ChunkList::iter)
+        .filter(|c| c.reg.is_some() && !c.remote_inv)
+        .try_for_each(|c| v.push(c.raw.as_ptr(), GFP_KERNEL));
+    if listed.is_err() {
+        let InvCtx { task, chunks } = KBox::into_inner(ctx);
+        return InvAsync::Refused(task, chunks);
     }
     let n = u32::try_from(v.len()).unwrap_or(0);
     let ctx = KBox::into_raw(ctx);

@@ -24,7 +24,7 @@ use super::bindings::{
     rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow, rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release,
     rpcrdma_cm_send_abort, rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
-use super::chunk::{self, Chunk};
+use super::chunk::{self, ChunkList};
 
 /// One Send in this many asks for a completion; up to one batch less one of
 /// a QP's Send buffers may wait, unsignaled, for the next signaled Send
@@ -161,7 +161,8 @@ impl Qp {
         invalidate: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
-        self.send_buf(fill)?.post(invalidate, [&[], &[]])
+        let none = ChunkList::default();
+        self.send_buf(fill)?.post(invalidate, [&none, &none])
     }
 
     /// Takes a Send buffer and fills it: `fill` writes the message and
@@ -213,7 +214,7 @@ impl SendBuf {
     /// valid before the peer learns of it. Fails with `ENOTCONN` once the
     /// connection is closing, or the device's error; a REG_MR not posted
     /// then leaves its chunk unregistered, needing no LOCAL_INV.
-    pub(crate) fn post(self, invalidate: Option<u32>, regs: [&[Chunk]; 2]) -> Result {
+    pub(crate) fn post(self, invalidate: Option<u32>, regs: [&ChunkList; 2]) -> Result {
         let me = ManuallyDrop::new(self);
         let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
         // `regs` stay borrowed until the post returns, which unlinks them; C

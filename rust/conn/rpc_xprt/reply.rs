@@ -170,14 +170,14 @@ impl ClientXprt {
     /// rpcrdma_post_recvs); without memory for more, the window stays what
     /// the Receives cover.
     fn window(&self, conn: &Conn, qp: &Qp, credits: u32) -> u32 {
-        let receives = qp.recv_buffers().posting;
+        let mut receives = qp.recv_buffers().posting;
         let want = credits + BC_SLOTS + 1;
         if want > receives {
             if let Ok(n) = qp.grow_recv(want - receives) {
                 conn.count(X::ReceivesAdded, u64::from(n));
             }
+            receives = qp.recv_buffers().posting;
         }
-        let receives = qp.recv_buffers().posting;
         credits.min(receives.saturating_sub(BC_SLOTS + 1)).max(1)
     }
 

@@ -13,7 +13,7 @@ use crate::conn::Conn;
 use crate::proto::chunk::{CallPlan, DdpItem, Plan, ReplyPlan, RpcShape};
 use crate::proto::header::{encode_msg, MsgSpec};
 use crate::stats::XprtCounter as X;
-use crate::sys::chunk::Chunk;
+use crate::sys::chunk::ChunkList;
 use crate::sys::xprt::{RpcRqst, BC_SLOTS, SLOTS, XDRBUF_READ, XDRBUF_WRITE};
 
 impl ClientXprt {
@@ -180,12 +180,12 @@ impl CallSource for MountCall<'_, '_> {
         self.0.msg.read(off, out)
     }
 
-    fn ddp_call(&self, reg: &Registrar<'_>, _item: DdpItem, out: &mut KVec<Chunk>) -> Result {
+    fn ddp_call(&self, reg: &Registrar<'_>, _item: DdpItem, out: &mut ChunkList) -> Result {
         // The item is the send buffer's pages (see `shape`).
         reg.wrap(out, &self.0.msg, false)
     }
 
-    fn ddp_reply(&self, reg: &Registrar<'_>, _len: u32, out: &mut KVec<Chunk>) -> Result {
+    fn ddp_reply(&self, reg: &Registrar<'_>, _len: u32, out: &mut ChunkList) -> Result {
         reg.wrap(out, &self.0.rcv, true)
     }
 }
