@@ -393,7 +393,11 @@ impl ClientXprt {
                 } else {
                     let (before, after) = rpc.split_at(head as usize);
                     rq.write(0, before)?;
-                    rq.write(head + pages, after)?;
+                    // Most often nothing follows the payload (a READ last
+                    // in its COMPOUND, or NFSv3's).
+                    if !after.is_empty() {
+                        rq.write(head + pages, after)?;
+                    }
                 }
                 add(&self.counts.rdma_reply, u64::from(written));
                 let padded = xdr_align(written as usize).ok_or(EIO)?;
