@@ -771,10 +771,7 @@ impl Conn {
         if !matches!(arg, Arg::InPlace { .. }) {
             call.buf = None;
         }
-        let accepted = Arc::new(call, GFP_KERNEL)
-            .map_err(Error::from)
-            .and_then(|c| rq.accept_call(c, arg));
-        match accepted {
+        match rq.accept_call(call, arg) {
             Ok(len) => {
                 self.count(X::SvcCalls, 1);
                 len

@@ -14,9 +14,10 @@
 //! transport lives until sunrpc frees it (xpo_free); a connection drops its
 //! [`SvcXprt`] at xpo_detach, which breaks the cycle between the two.
 //!
-//! A request's transport context ([`SvcCall`]) is boxed into
-//! `rq_xprt_ctxt` by recvfrom and dropped by xpo_release_ctxt, after sendto:
-//! it owns whatever the request's argument points into.
+//! A request's transport context ([`SvcCall`]) goes into `rq_xprt_ctxt` in
+//! one allocation ([`CallCtxt`], a thin pointer) by recvfrom and is dropped
+//! by xpo_release_ctxt, after sendto: it owns whatever the request's argument
+//! points into.
 
 use core::any::Any;
 use core::ffi::c_void;
@@ -106,6 +107,85 @@ pub(crate) trait SvcCall: Send + Sync + Any {
 
     /// For the transport's sendto to find its own type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// The head of a request's transport context as sunrpc keeps it in
+/// `rq_xprt_ctxt`: the context is one allocation ([`CallCtxt`]) reached
+/// through a thin pointer, whatever the transport's call type, and the head
+/// says how to see it as a [`SvcCall`] and how to free it.
+///
+/// # Invariants
+///
+/// The head begins a live [`CallCtxt<T>`] made by [`CallCtxt::new_raw`],
+/// and `as_dyn` and `free` are that `T`'s [`CallCtxt::as_dyn_raw`] and
+/// [`CallCtxt::free_raw`].
+#[repr(C)]
+struct CtxtHead {
+    as_dyn: unsafe fn(*const CtxtHead) -> *const dyn SvcCall,
+    free: unsafe fn(*mut CtxtHead),
+}
+
+/// A request's transport context: a call and, first (`repr(C)`), its head.
+#[repr(C)]
+struct CallCtxt<T> {
+    head: CtxtHead,
+    call: T,
+}
+
+impl<T: SvcCall> CallCtxt<T> {
+    /// Boxes `call` and returns the context's thin pointer, for
+    /// `rq_xprt_ctxt`; [`ctxt_free`] frees it.
+    fn new_raw(call: T) -> Result<*mut CtxtHead> {
+        let head = CtxtHead {
+            as_dyn: Self::as_dyn_raw,
+            free: Self::free_raw,
+        };
+        let b = KBox::new(CallCtxt { head, call }, GFP_KERNEL)?;
+        Ok(KBox::into_raw(b).cast())
+    }
+
+    /// # Safety
+    ///
+    /// `h` came from [`Self::new_raw`] and is not freed.
+    unsafe fn as_dyn_raw(h: *const CtxtHead) -> *const dyn SvcCall {
+        // SAFETY: the head is the context's first field (`repr(C)`), so `h`
+        // is the context's address, from the whole allocation's pointer.
+        unsafe { ptr::addr_of!((*h.cast::<Self>()).call) }
+    }
+
+    /// # Safety
+    ///
+    /// `h` came from [`Self::new_raw`], is not freed, and nothing uses it
+    /// after this.
+    unsafe fn free_raw(h: *mut CtxtHead) {
+        // SAFETY: the box `new_raw` made, given back once (above).
+        drop(unsafe { KBox::from_raw(h.cast::<Self>()) });
+    }
+}
+
+/// The call of the context `ctxt`.
+///
+/// # Safety
+///
+/// `ctxt` came from [`CallCtxt::new_raw`] and stays unfreed for `'a`.
+unsafe fn ctxt_call<'a>(ctxt: *const c_void) -> &'a dyn SvcCall {
+    let h = ctxt.cast::<CtxtHead>();
+    // SAFETY: a live context's head (above), whose `as_dyn` is its own
+    // (type invariant); the call lives as long as the context.
+    unsafe { &*((*h).as_dyn)(h) }
+}
+
+/// Frees the context `ctxt`, its call with it.
+///
+/// # Safety
+///
+/// `ctxt` came from [`CallCtxt::new_raw`], is not freed, and nothing uses
+/// it after this.
+unsafe fn ctxt_free(ctxt: *mut c_void) {
+    let h = ctxt.cast::<CtxtHead>();
+    // SAFETY: a live context's head, whose `free` is its own (type
+    // invariant); given back once (above).
+    unsafe { ((*h).free)(h) }
 }
 
 /// The registered class's factory.
@@ -330,8 +410,8 @@ impl SvcRqst<'_> {
     /// the pages, the rest as tail; or a whole Call in the pages (the first one
     /// its head), as a stream transport lays out a record. Nothing is copied.
     /// Returns the length recvfrom returns.
-    pub(crate) fn accept_call(&mut self, call: Arc<dyn SvcCall>, arg: Arg) -> Result<u32> {
-        let ctxt = KBox::into_raw(KBox::new(call, GFP_KERNEL)?);
+    pub(crate) fn accept_call<T: SvcCall>(&mut self, call: T, arg: Arg) -> Result<u32> {
+        let ctxt = CallCtxt::new_raw(call)?;
         let p = self.parts();
         let room = Self::arg_room_of(&p);
         let empty = kvec {
@@ -342,9 +422,9 @@ impl SvcRqst<'_> {
         // received message by C's own pointer (MsgRegion), read by no one else.
         let layout = match arg {
             Arg::InPlace { position, page_len } => {
-                // SAFETY: just boxed; the context owns the region, which
+                // SAFETY: just made; the context owns the region, which
                 // sunrpc keeps until xpo_release_ctxt.
-                let a = unsafe { &**ctxt }.arg();
+                let a = unsafe { ctxt_call(ctxt.cast()) }.arg();
                 let pos = position as usize;
                 match a {
                     Some(a) if pos <= a.len && page_len <= room => Some((
@@ -380,8 +460,8 @@ impl SvcRqst<'_> {
             Arg::Pages { .. } => None,
         };
         let Some((head, pages, page_len, tail)) = layout else {
-            // SAFETY: nothing kept `ctxt`: it came from KBox::into_raw above.
-            drop(unsafe { KBox::from_raw(ctxt) });
+            // SAFETY: made above, and nothing kept it.
+            unsafe { ctxt_free(ctxt.cast()) };
             return Err(EMSGSIZE);
         };
         let len = head.iov_len + page_len as usize + tail.iov_len;
@@ -720,7 +800,7 @@ c_fn!(rpcrdma_cm_svc_recvfrom_rs);
 ///
 /// Called only by svc.c's xpo_sendto, from the nfsd thread that received the
 /// call, with `rs` the transport's context, `rqstp` that thread's request and
-/// `ctxt` null or the box [`rpcrdma_cm_svc_recvfrom_rs`] handed to sunrpc,
+/// `ctxt` null or the context [`rpcrdma_cm_svc_recvfrom_rs`] handed to sunrpc,
 /// not yet released.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
@@ -736,9 +816,9 @@ unsafe extern "C" fn rpcrdma_cm_svc_sendto_rs(
     let call = if ctxt.is_null() {
         None
     } else {
-        // SAFETY: a context boxed by `accept_call`, alive until
+        // SAFETY: a context made by `accept_call`, alive until
         // xpo_release_ctxt, which sunrpc calls after sendto.
-        Some(&**unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() })
+        Some(unsafe { ctxt_call(ctxt) })
     };
     // SAFETY: a live transport's context.
     to_c_int(unsafe { ops(rs) }.sendto(&rq, call).map(|()| 0))
@@ -750,7 +830,7 @@ c_fn!(rpcrdma_cm_svc_sendto_rs);
 /// # Safety
 ///
 /// Called only by svc.c's xpo_result_payload, from the nfsd thread of the
-/// call, with `ctxt` the (non-null) box recvfrom handed to sunrpc, not yet
+/// call, with `ctxt` the (non-null) context recvfrom handed to sunrpc, not yet
 /// released.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
@@ -759,7 +839,7 @@ unsafe extern "C" fn rpcrdma_cm_svc_result_payload_rs(
     len: u32,
 ) -> c_int {
     // SAFETY: as in rpcrdma_cm_svc_sendto_rs (C checks it is not null).
-    let call = unsafe { &*ctxt.cast::<Arc<dyn SvcCall>>() };
+    let call = unsafe { ctxt_call(ctxt) };
     to_c_int(call.result_payload(offset, len).map(|()| 0))
 }
 c_fn!(rpcrdma_cm_svc_result_payload_rs);
@@ -769,12 +849,12 @@ c_fn!(rpcrdma_cm_svc_result_payload_rs);
 /// # Safety
 ///
 /// Called only by svc.c's xpo_release_ctxt, exactly once per context, with
-/// `ctxt` the (non-null) box recvfrom handed to sunrpc; it takes ownership,
+/// `ctxt` the (non-null) context recvfrom handed to sunrpc; it takes ownership,
 /// and nothing uses `ctxt` afterwards.
 #[no_mangle]
 unsafe extern "C" fn rpcrdma_cm_svc_release_ctxt_rs(ctxt: *mut c_void) {
-    // SAFETY: boxed by `accept_call`; sunrpc releases each context once.
-    drop(unsafe { KBox::from_raw(ctxt.cast::<Arc<dyn SvcCall>>()) });
+    // SAFETY: made by `accept_call`; sunrpc releases each context once.
+    unsafe { ctxt_free(ctxt) };
 }
 c_fn!(rpcrdma_cm_svc_release_ctxt_rs);
 
