@@ -624,9 +624,13 @@ int rpcrdma_cm_chunk_free(struct rpcrdma_cm_chunk *c, bool remotely_invalidated,
 		}
 		rpcrdma_cm_qp_leave(qp);
 	}
-	/* A live QP completes the LOCAL_INV, a closing one flushes it. */
+	/*
+	 * A live QP completes the LOCAL_INV, a closing one flushes it. Acquire:
+	 * the completion's @mr_status, written before its atomic_dec_and_test(),
+	 * is read below.
+	 */
 	if (ret == 1)
-		wait_event(qp->wq, atomic_read(&c->inflight) == 1);
+		wait_event(qp->wq, atomic_read_acquire(&c->inflight) == 1);
 	else if (!invalid)
 		ret = -1;
 	c->mr_invalid = invalid;
@@ -952,7 +956,8 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 			break;
 		}
 	}
-	if (ret > qp->rw_wrs) {
+	/* Signed: an error from the loop above has no context to undo. */
+	if (ret > 0 && (u32)ret > qp->rw_wrs) {
 		rpcrdma_cm_rw_undo(rw);
 		ret = -EMSGSIZE;
 	}
