@@ -500,6 +500,28 @@ struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct i
 }
 
 /*
+ * Whether every chunk chained from @first (rpcrdma_cm_chunk_chain()) is
+ * @qp's. If one is not, the chain's links go and its chunks stay as they
+ * are, unregistered: another QP's REG_MR is not ours to post, nor its state
+ * ours to change under @qp->lock.
+ */
+bool rpcrdma_cm_chain_of(struct rpcrdma_cm_chunk *first, struct rpcrdma_cm_qp *qp)
+{
+	struct rpcrdma_cm_chunk *c, *next;
+
+	for (c = first; c; c = c->chain)
+		if (WARN_ON_ONCE(c->qp != qp))
+			break;
+	if (!c)
+		return true;
+	for (c = first; c; c = next) {
+		next = c->chain;
+		c->chain = NULL;
+	}
+	return false;
+}
+
+/*
  * After the post of rpcrdma_cm_chain_wrs(@first)'s WRs: those in front of
  * @bad (all of them if @bad is NULL) were posted; the others are undone,
  * never to complete, so their chunks need no LOCAL_INV. The chain's links
@@ -944,13 +966,14 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		 * those is posted, or about to be, or teardown fails it; its
 		 * release gives its MRs back and wakes us. (A context that
 		 * took some MRs and failed on the next gives them back inside
-		 * rdma_rw without waking anyone: at worst a waiter sleeps until
-		 * the next release. Where registering is only an optimisation,
-		 * mlx5's Reads of many pages, 7.3's rdma_rw falls back to SGEs
-		 * instead of failing.)
+		 * rdma_rw without waking anyone, and if every holder was such a
+		 * one, no release comes: a waiter looks again after a second at
+		 * most. Where registering is only an optimisation, mlx5's Reads
+		 * of many pages, 7.3's rdma_rw falls back to SGEs instead of
+		 * failing.)
 		 */
-		wait_event(qp->wq, atomic_read(&qp->rw_released) != released ||
-				   READ_ONCE(qp->closed));
+		wait_event_timeout(qp->wq, atomic_read(&qp->rw_released) != released ||
+					   READ_ONCE(qp->closed), HZ);
 		if (READ_ONCE(qp->closed)) {
 			ret = -ENOTCONN;
 			break;
@@ -1027,7 +1050,7 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 {
 	if (c->mr)
 		return -EBUSY;
-	return rpcrdma_cm_rw(c->qp, c->pages, 0, c->len, rkey, addr, write, write, NULL);
+	return rpcrdma_cm_rw(c->qp, c->pages, c->offset, c->len, rkey, addr, write, write, NULL);
 }
 
 /*

@@ -908,7 +908,8 @@ static int rpcrdma_cm_send_wrs(struct rpcrdma_cm_qp *qp, struct ib_send_wr *wrs,
  * when it took the last buffer. The pending REG_MRs of the chunks chained
  * from @regs (rpcrdma_cm_chunk_chain(); may be NULL) go in front of it, in
  * the same post. On error the buffer is back on the free list, and those
- * REG_MRs that were not posted are undone.
+ * REG_MRs that were not posted are undone; -EINVAL if a chunk of the chain
+ * is another QP's (nothing posted).
  */
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs)
@@ -936,6 +937,10 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	unsigned long flags;
 	int ret;
 
+	if (!rpcrdma_cm_chain_of(regs, qp)) {
+		ret = -EINVAL;
+		goto fail;
+	}
 	if (len > b->size) {
 		ret = -EMSGSIZE;
 		/* None posted: the chain's REG_MRs are undone. */

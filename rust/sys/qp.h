@@ -195,6 +195,7 @@ int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
  * Send, and their state once posted (see rpcrdma_cm_send_post()).
  */
 struct rpcrdma_cm_chunk;
+bool rpcrdma_cm_chain_of(struct rpcrdma_cm_chunk *first, struct rpcrdma_cm_qp *qp);
 struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send);
 void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad);
 

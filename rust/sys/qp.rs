@@ -213,7 +213,8 @@ impl SendBuf {
     /// frwr_send: one post, and the QP's ordering makes each registration
     /// valid before the peer learns of it. Fails with `ENOTCONN` once the
     /// connection is closing, or the device's error; a REG_MR not posted
-    /// then leaves its chunk unregistered, needing no LOCAL_INV.
+    /// then leaves its chunk unregistered, needing no LOCAL_INV. `EINVAL`
+    /// (and a warning) if a chunk of `regs` is another QP's: nothing posted.
     pub(crate) fn post(self, invalidate: Option<u32>, regs: [&ChunkList; 2]) -> Result {
         let me = ManuallyDrop::new(self);
         let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
@@ -221,7 +222,8 @@ impl SendBuf {
         // checks `len` against the buffer size.
         let first = chunk::link_chain(regs);
         // SAFETY: `b` is ours, unposted (type invariant), unused after this (no
-        // Drop for `me`); `first` is null or chains live chunks of this QP.
+        // Drop for `me`); `first` is null or chains live chunks (C refuses
+        // any of another QP).
         to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first) })
     }
 }
