@@ -115,6 +115,7 @@ counters! {
     ReceivesAdded => "receives_added",
     SvcCalls => "nfsd_calls",
     SvcCallsDropped => "nfsd_calls_dropped",
+    CallsDroppedNoMemory => "calls_dropped_no_memory",
     SvcArgsDirect => "nfsd_args_direct",
     SvcArgsCopied => "nfsd_args_copied",
     SvcPayloadsDirect => "nfsd_payloads_direct",

@@ -244,6 +244,34 @@ nfsd_data_moves_without_copies() {
 	return $ok
 }
 
+# A reply nfsd cannot send for want of memory (test_svc_reply_nomem fakes
+# one, before anything of it is sent) ends the connection, as svcrdma's
+# does: Linux's client sends the READ again on the next connection and the
+# application sees nothing. An RDMA_ERROR would fail the READ for good (EIO).
+nfsd_reply_without_memory_is_sent_again() {
+	local mnt=/tmp/mnt_nm ok=0 d0 d1 e0 e1
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	head -c $((1 << 20)) /dev/urandom >/tmp/nm.bin
+	mkdir -p "$mnt"
+	timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=3,nolock "$ADDR:/tmp/export" "$mnt" ||
+		{ fail "mount"; return 1; }
+	cp /tmp/nm.bin "$mnt/nm.bin" && sync || { fail "the write failed"; ok=1; }
+	echo 3 >/proc/sys/vm/drop_caches
+	d0=$(stat calls_dropped_no_memory) e0=$(stat rdma_error_sent)
+	setp test_svc_reply_nomem 1 || ok=1
+	timeout 120 cmp /tmp/nm.bin "$mnt/nm.bin" || { fail "the read failed or differs"; ok=1; }
+	d1=$(stat calls_dropped_no_memory) e1=$(stat rdma_error_sent)
+	ktap_print_msg "calls_dropped_no_memory +$((d1 - d0)), rdma_error_sent +$((e1 - e0))"
+	[ "$(cat "$PARAMS/test_svc_reply_nomem")" = 0 ] || { fail "no reply was failed"; ok=1; }
+	[ "$((d1 - d0))" = 1 ] || { fail "calls_dropped_no_memory +$((d1 - d0)), not +1"; ok=1; }
+	[ "$e1" = "$e0" ] || { fail "RDMA_ERROR sent for want of memory"; ok=1; }
+	setp test_svc_reply_nomem 0
+	rm -f "$mnt/nm.bin"
+	umount "$mnt" || { fail "umount"; ok=1; }
+	return $ok
+}
+
 # Our debugfs client, advertising a 1 KiB receive size, against nfsd over our
 # server transport: every chunk type both ways, data checked, and RFC 8797's
 # point: no reply Send exceeds the client's receive size (a larger one would

@@ -31,6 +31,7 @@ use crate::proto::conn_state::Closed;
 use crate::proto::header::{decode, encode_msg, Body, Header, Limits, MsgSpec, Segment};
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
+use crate::sys::param;
 use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
 use crate::sys::rdma_cm::{Completion, Net, RwDone, WC_FLUSHED};
 use crate::sys::svc::{
@@ -243,8 +244,12 @@ impl SvcXprtOps for NfsdConn {
                 &handle
             }
         };
-        conn.svc_reply(qp, rq, c)
-            .inspect_err(|&e| conn.call_failed(qp, c.route.xid, c.route.credits, e))
+        let sent = if param::test_svc_reply_nomem() {
+            Err(ENOMEM)
+        } else {
+            conn.svc_reply(qp, rq, c)
+        };
+        sent.inspect_err(|&e| conn.call_failed(qp, c.route.xid, c.route.credits, e))
     }
 
     fn bc_send(&self, msg: &XdrMsg<'_>) -> Result {
@@ -496,6 +501,7 @@ impl Conn {
             // for good: end the connection instead. Its buffer goes back
             // first (after the queue's lock).
             drop(item);
+            self.count(X::CallsDroppedNoMemory, 1);
             self.fatal(qp, "no_memory", ENOMEM.to_errno());
         }
     }

@@ -145,6 +145,8 @@ RPCRDMA_CM_UINT_PARAM(test_send_post_part, 0, 0, 100,
 		      "Selftests only: post this many Sends that carry REG_MRs in part, as if the device refused the Send after the REG_MRs (counts down; default 0)");
 RPCRDMA_CM_UINT_PARAM(test_inv_post_refuse, 0, 0, 100,
 		      "Selftests only: refuse this many LOCAL_INVs a mount's Replies post without waiting, as if the Send Queue were full (counts down; default 0)");
+RPCRDMA_CM_UINT_PARAM(test_svc_reply_nomem, 0, 0, 100,
+		      "Selftests only: fail this many of nfsd's replies for want of memory before anything of them is sent (counts down; default 0)");
 
 /* Takes one from a counting test parameter: whether it was above 0. */
 bool rpcrdma_cm_param_take(struct rpcrdma_cm_uint_param *p)

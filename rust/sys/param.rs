@@ -107,16 +107,25 @@ pub(crate) use hooks::*;
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
 mod hooks {
     use super::super::bindings::{
-        rpcrdma_cm_param_test_detach_delay_ms, rpcrdma_cm_param_test_listen_delay_ms,
-        rpcrdma_cm_param_test_no_mem_mgt_ext, rpcrdma_cm_param_test_teardown_delay_ms,
+        rpcrdma_cm_param_take, rpcrdma_cm_param_test_detach_delay_ms,
+        rpcrdma_cm_param_test_listen_delay_ms, rpcrdma_cm_param_test_no_mem_mgt_ext,
+        rpcrdma_cm_param_test_svc_reply_nomem, rpcrdma_cm_param_test_teardown_delay_ms,
     };
-    use core::ptr::{addr_of, read_volatile};
+    use core::ptr::{addr_of, addr_of_mut, read_volatile};
     use kernel::time::{delay::fsleep, Delta};
 
     /// `test_no_mem_mgt_ext`: treat every device as lacking FRWR and Send
     /// With Invalidate.
     pub(crate) fn test_no_mem_mgt_ext() -> bool {
         read_param!(rpcrdma_cm_param_test_no_mem_mgt_ext)
+    }
+
+    /// `test_svc_reply_nomem`: whether this nfsd reply fails for want of
+    /// memory (the parameter counts down).
+    pub(crate) fn test_svc_reply_nomem() -> bool {
+        // SAFETY: a static of param.c, alive while the module is loaded;
+        // rpcrdma_cm_param_take() changes it atomically (try_cmpxchg).
+        unsafe { rpcrdma_cm_param_take(addr_of_mut!(rpcrdma_cm_param_test_svc_reply_nomem)) }
     }
 
     /// Sleeps as long as the `test_teardown_delay_ms` parameter says
@@ -156,6 +165,12 @@ mod hooks {
     /// Devices are taken as they are.
     #[inline(always)]
     pub(crate) fn test_no_mem_mgt_ext() -> bool {
+        false
+    }
+
+    /// Replies fail only for real.
+    #[inline(always)]
+    pub(crate) fn test_svc_reply_nomem() -> bool {
         false
     }
 

@@ -81,6 +81,7 @@ extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_detach_delay_ms;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_rw_post_part;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_send_post_part;
 extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_inv_post_refuse;
+extern struct rpcrdma_cm_uint_param rpcrdma_cm_param_test_svc_reply_nomem;
 bool rpcrdma_cm_param_take(struct rpcrdma_cm_uint_param *p);
 #endif
 
