@@ -121,7 +121,9 @@ pub(crate) trait SvcCall: Send + Sync + Any {
 /// [`CallCtxt::free_raw`].
 #[repr(C)]
 struct CtxtHead {
+    // SAFETY: to be called with this head only (the type invariant).
     as_dyn: unsafe fn(*const CtxtHead) -> *const dyn SvcCall,
+    // SAFETY: to be called with this head only, once, nothing using it after.
     free: unsafe fn(*mut CtxtHead),
 }
 
@@ -155,8 +157,7 @@ impl<T: SvcCall> CallCtxt<T> {
 
     /// # Safety
     ///
-    /// `h` came from [`Self::new_raw`], is not freed, and nothing uses it
-    /// after this.
+    /// `h` came from [`Self::new_raw`], unfreed, and is not used after.
     unsafe fn free_raw(h: *mut CtxtHead) {
         // SAFETY: the box `new_raw` made, given back once (above).
         drop(unsafe { KBox::from_raw(h.cast::<Self>()) });
@@ -179,8 +180,7 @@ unsafe fn ctxt_call<'a>(ctxt: *const c_void) -> &'a dyn SvcCall {
 ///
 /// # Safety
 ///
-/// `ctxt` came from [`CallCtxt::new_raw`], is not freed, and nothing uses
-/// it after this.
+/// `ctxt` came from [`CallCtxt::new_raw`], unfreed, and is not used after.
 unsafe fn ctxt_free(ctxt: *mut c_void) {
     let h = ctxt.cast::<CtxtHead>();
     // SAFETY: a live context's head, whose `free` is its own (type
