@@ -133,11 +133,9 @@ impl Conn {
             self.count(X::ChunkErrors, 1);
             self.fatal(qp, "chunk_error", EIO.to_errno());
         } else if e == ENOMEM {
-            // Nothing wrong with the call: the connection ends, as svcrdma's
-            // does, and the requester sends it again on the next. RDMA_ERROR
-            // would fail it for good (xprtrdma: -EIO to the application).
-            self.count(X::CallsDroppedNoMemory, 1);
-            self.fatal(qp, "no_memory", ENOMEM.to_errno());
+            // RDMA_ERROR would fail the call for good (xprtrdma: -EIO to the
+            // application).
+            self.drop_for_memory(qp);
         } else {
             // A chunk we could not pull or fill, or a reply that fits nowhere
             // the requester offered (RFC 8166 Section 4.5).

@@ -501,8 +501,7 @@ impl Conn {
             // for good: end the connection instead. Its buffer goes back
             // first (after the queue's lock).
             drop(item);
-            self.count(X::CallsDroppedNoMemory, 1);
-            self.fatal(qp, "no_memory", ENOMEM.to_errno());
+            self.drop_for_memory(qp);
         }
     }
 

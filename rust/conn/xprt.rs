@@ -112,6 +112,15 @@ impl Conn {
         self.cv.notify_all();
         let _ = qp.disconnect();
     }
+
+    /// A call was lost for want of memory: nothing wrong with it, so the
+    /// connection ends (as svcrdma's does) and the requester sends the call
+    /// again on the next, where an RDMA_ERROR or a lost credit would fail it
+    /// for good. Counted in `calls_dropped_no_memory`.
+    pub(super) fn drop_for_memory(&self, qp: &Qp) {
+        self.count(X::CallsDroppedNoMemory, 1);
+        self.fatal(qp, "no_memory", ENOMEM.to_errno());
+    }
 }
 
 /// `xprt`: each connection's messaging counters (non-zero ones).
