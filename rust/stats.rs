@@ -120,6 +120,7 @@ counters! {
     SvcArgsCopied => "nfsd_args_copied",
     SvcPayloadsDirect => "nfsd_payloads_direct",
     SvcPayloadsCopied => "nfsd_payloads_copied",
+    SvcWritesWithSend => "nfsd_writes_with_send",
     BcCalls => "bc_calls_sent",
     BcReplies => "bc_replies_received",
     BcCallsReceived => "bc_calls_received",

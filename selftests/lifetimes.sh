@@ -263,8 +263,9 @@ unmount_over_ours() {
 # and pages until they complete or are flushed, so the chain must outlive
 # them: it stays until the QP's teardown, which then frees it, and the
 # connection ends. test_rw_post_part=1 makes the server's next chain of
-# several WRs (a 1 MiB READ's Write chunk, then a 1 MiB WRITE's Read chunk)
-# go in part. The mount (hard) reconnects and the data arrives byte for
+# several WRs go in part: a 1 MiB READ's Write chunk (posted in front of the
+# reply's Send, in the same post), then a 1 MiB WRITE's Read chunk (posted
+# alone). The mount (hard) reconnects and the data arrives byte for
 # byte, the teardown does not wait forever for the chain, and the module
 # unloads. rxe consumes each WR as it is posted, so on rxe this shows the
 # path is sound; the use-after-free it prevents (on 2ec06bd the chain was

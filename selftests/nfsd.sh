@@ -214,9 +214,10 @@ c_client_sees_remote_invalidation() {
 # from the reply's pages (nfsd_args_direct, nfsd_payloads_direct), never
 # through a copy (nfsd_args_copied, nfsd_payloads_copied stay put), and the
 # file is byte-exact both ways. At NFS 3 and 4.2, an 8 MiB file: with 1 MiB
-# I/O at least 8 direct each way.
+# I/O at least 8 direct each way. The last Write of each such reply goes in
+# the same post as the reply's Send (nfsd_writes_with_send), as svcrdma's.
 nfsd_data_moves_without_copies() {
-	local mnt=/tmp/mnt_zc ok=0 ad0 ac0 pd0 pc0 ad1 ac1 pd1 pc1 v src
+	local mnt=/tmp/mnt_zc ok=0 ad0 ac0 pd0 pc0 ad1 ac1 pd1 pc1 wl0 wl1 v src
 	module_loaded || load_module || return 1
 	start_nfsd_on_ours || return 1
 	head -c $((8 << 20)) /dev/urandom >/tmp/zc.bin
@@ -229,15 +230,21 @@ nfsd_data_moves_without_copies() {
 		}
 		ad0=$(stat nfsd_args_direct) ac0=$(stat nfsd_args_copied)
 		pd0=$(stat nfsd_payloads_direct) pc0=$(stat nfsd_payloads_copied)
+		wl0=$(stat nfsd_writes_with_send)
 		cp /tmp/zc.bin "$mnt/zc.bin" && sync
 		echo 3 >/proc/sys/vm/drop_caches
 		cmp -s /tmp/zc.bin "$mnt/zc.bin" || { fail "vers=$v: data differs"; ok=1; }
 		ad1=$(stat nfsd_args_direct) ac1=$(stat nfsd_args_copied)
 		pd1=$(stat nfsd_payloads_direct) pc1=$(stat nfsd_payloads_copied)
-		ktap_print_msg "vers=$v: args direct +$((ad1 - ad0)) copied +$((ac1 - ac0)); payloads direct +$((pd1 - pd0)) copied +$((pc1 - pc0))"
+		wl1=$(stat nfsd_writes_with_send)
+		ktap_print_msg "vers=$v: args direct +$((ad1 - ad0)) copied +$((ac1 - ac0)); payloads direct +$((pd1 - pd0)) copied +$((pc1 - pc0)); writes with their Send +$((wl1 - wl0))"
 		[ "$((ad1 - ad0))" -ge 8 ] || { fail "vers=$v: WRITE data did not go straight to nfsd's pages"; ok=1; }
 		[ "$((pd1 - pd0))" -ge 8 ] || { fail "vers=$v: READ data did not go straight from nfsd's pages"; ok=1; }
 		[ "$ac1" = "$ac0" ] && [ "$pc1" = "$pc0" ] || { fail "vers=$v: data was copied"; ok=1; }
+		# Such replies' (last) Writes went in one post with their Send
+		# (none may be counted for a reply that failed after its Write).
+		[ "$((wl1 - wl0))" -ge 8 ] && [ "$((wl1 - wl0))" -le "$((pd1 - pd0))" ] ||
+			{ fail "vers=$v: READ data not posted with its reply's Send"; ok=1; }
 		rm -f "$mnt/zc.bin"
 		umount "$mnt" || ok=1
 	done

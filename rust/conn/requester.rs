@@ -369,7 +369,7 @@ pub(super) fn encode(
 /// Posts the Call `e`, the REG_MRs of its chunks `regs` in front of it;
 /// the octets sent.
 pub(super) fn post(conn: &Conn, e: Encoded, regs: &Regs) -> Result<usize> {
-    e.buf.post(None, [&regs.call, &regs.reply])?;
+    e.buf.post(None, [&regs.call, &regs.reply], None)?;
     conn.touch();
     conn.count(X::CallsSent, 1);
     conn.count(X::BytesSend, e.len as u64);

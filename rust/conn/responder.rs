@@ -18,7 +18,7 @@ use crate::proto::rpc::echo;
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::chunk::Chunk;
-use crate::sys::qp::Qp;
+use crate::sys::qp::{HeldWrite, Qp};
 use kernel::alloc::KVVec;
 #[cfg(CONFIG_RPCRDMA_CM_TEST)]
 use kernel::alloc::VVec;
@@ -284,6 +284,7 @@ impl Conn {
             s2c,
             reminv,
             Rest::Copied(rest),
+            None,
         )
     }
 
@@ -292,6 +293,9 @@ impl Conn {
     /// lengths written; `used_write`: some data went there). `rest`, the
     /// RPC reply without that result, goes inline when the header and it
     /// fit `s2c`, else into the Reply chunk (RDMA_NOMSG), else `EMSGSIZE`.
+    /// `held`, the last RDMA Write of the result, not posted yet, goes in
+    /// front of the Send in the same post (or alone before the Reply chunk's
+    /// Writes); it is dropped unposted if the reply fails first.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn send_reply_rest(
         &self,
@@ -302,6 +306,7 @@ impl Conn {
         s2c: u32,
         reminv: bool,
         rest: Rest<'_>,
+        held: Option<HeldWrite>,
     ) -> Result {
         let rest_len = rest.len();
         // The header's Write list: most replies have one chunk at most.
@@ -341,12 +346,18 @@ impl Conn {
             } else {
                 X::RepliesSentInline
             };
-            return self.post_reply(qp, &spec, inv, s2c, kind, rest_len, |out| rest.write(out));
+            let fill = |out: &mut [u8]| rest.write(out);
+            return self.post_reply(qp, &spec, inv, s2c, kind, rest_len, held, fill);
         }
         let Some(rchunk) = &route.rchunk else {
             self.count(X::RepliesTooLarge, 1);
             return Err(EMSGSIZE);
         };
+        // Posted before the Reply chunk's Writes are prepared: what it holds
+        // of the Send Queue and the MR pool would be waited for.
+        if let Some(w) = held {
+            w.post()?;
+        }
         let rwritten = match rest {
             Rest::Copied(r) => self.push(qp, rchunk, r)?,
             Rest::Written(len, write) => {
@@ -361,7 +372,8 @@ impl Conn {
             reply: Some(&rwritten[..]),
             ..spec
         };
-        self.post_reply(qp, &spec, inv, s2c, X::RepliesSentReplyChunk, 0, |_| Ok(()))
+        let kind = X::RepliesSentReplyChunk;
+        self.post_reply(qp, &spec, inv, s2c, kind, 0, None, |_| Ok(()))
     }
 
     /// Posts a reply: the header `spec`, then `len` octets of RPC message
@@ -376,9 +388,11 @@ impl Conn {
         s2c: u32,
         kind: X,
         len: usize,
+        held: Option<HeldWrite>,
         fill: impl FnOnce(&mut [u8]) -> Result,
     ) -> Result {
-        qp.send(inv, |buf| {
+        let linked = held.is_some();
+        qp.send_after(inv, held, |buf| {
             let limit = buf.len().min(s2c as usize);
             let buf = &mut buf[..limit];
             let hl = encode_msg(buf, spec).map_err(short)?;
@@ -391,6 +405,9 @@ impl Conn {
         self.count(kind, 1);
         if inv.is_some() {
             self.count(X::SendWithInvalidate, 1);
+        }
+        if linked {
+            self.count(X::SvcWritesWithSend, 1);
         }
         Ok(())
     }

@@ -32,7 +32,7 @@ use crate::proto::header::{decode, encode_msg, Body, Header, Limits, MsgSpec, Se
 use crate::proto::xdr::xdr_align;
 use crate::stats::XprtCounter as X;
 use crate::sys::param;
-use crate::sys::qp::{MsgRegion, Qp, RecvBuf};
+use crate::sys::qp::{HeldWrite, MsgRegion, Qp, RecvBuf};
 use crate::sys::rdma_cm::{Completion, Net, RwDone, WC_FLUSHED};
 use crate::sys::svc::{
     Arg, ArgPages, PendingXprt, SvcCall, SvcFactory, SvcListenerRef, SvcRqst, SvcXprt, SvcXprtOps,
@@ -802,12 +802,16 @@ impl Conn {
         if c.route.wchunks.is_empty() {
             let whole = |out: &mut [u8]| rq.res_read(0, out);
             let rest = Rest::Written(len, &whole);
-            return self.send_reply_rest(qp, &c.route, &[], false, c.s2c, c.reminv, rest);
+            return self.send_reply_rest(qp, &c.route, &[], false, c.s2c, c.reminv, rest, None);
         }
         if let (Some((off, plen)), Some(first)) = (c.payload(), c.route.wchunks.first()) {
             if plen != 0 && rq.res_in_pages(n32(off), plen) {
                 let mut written: KVec<KVec<Segment>> = KVec::new();
-                written.push(self.push_res(qp, rq, first, n32(off), plen)?, GFP_KERNEL)?;
+                // The last Write of the result waits in `held` for the
+                // Send, to go in the same post.
+                let mut held = None;
+                let segs = self.push_res(qp, rq, first, n32(off), plen, &mut held)?;
+                written.push(segs, GFP_KERNEL)?;
                 for w in c.route.wchunks.iter().skip(1) {
                     written.push(self.push(qp, w, &[])?, GFP_KERNEL)?;
                 }
@@ -824,7 +828,8 @@ impl Conn {
                     rq.res_read(n32(end), tail)
                 };
                 let rest = Rest::Written(off + (len - end), &rest);
-                return self.send_reply_rest(qp, &c.route, &written, true, c.s2c, c.reminv, rest);
+                let (s2c, reminv) = (c.s2c, c.reminv);
+                return self.send_reply_rest(qp, &c.route, &written, true, s2c, reminv, rest, held);
             }
             self.count(X::SvcPayloadsCopied, 1);
         }
@@ -836,7 +841,8 @@ impl Conn {
 
     /// Writes `len` octets of nfsd's reply at `off` into the segments of a
     /// Write chunk, straight from the reply's pages; returns the segments
-    /// with the lengths written, as the reply echoes them.
+    /// with the lengths written, as the reply echoes them. The last segment's
+    /// Write is left in `held`, for the reply's Send to post.
     fn push_res(
         &self,
         qp: &Qp,
@@ -844,9 +850,10 @@ impl Conn {
         segs: &[Segment],
         off: u32,
         len: u32,
+        held: &mut Option<HeldWrite>,
     ) -> Result<KVec<Segment>> {
         self.write_segments(segs, len, |at, k, s| {
-            rq.write_from_res(qp, off + at, k, s.handle, s.offset)
+            rq.write_from_res(qp, off + at, k, s.handle, s.offset, held)
         })
     }
 

@@ -904,30 +904,29 @@ static int rpcrdma_cm_rw_post(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first
 }
 
 /*
- * Moves @len octets at byte @offset of the page array @pages from (RDMA Read)
- * or to (@write: RDMA Write) the peer's memory at @addr/@rkey; returns the
- * number of WRs it took. Not from a completion callback. Unless @async, it
- * returns once the chain completed; an @async one once it is posted: a Send
- * posted after it on the same QP reaches the peer after its data (RC
- * ordering), and its completion releases it and, with @done, calls
- * rpcrdma_cm_rw_done_rs() (never when this returns an error).
+ * Sets up a chain of RDMA Reads (or, with @write, Writes) of @len octets at
+ * byte @offset of the page array @pages, from or to the peer's memory at
+ * @addr/@rkey, without posting it: its rdma_rw context, and its WRs reserved
+ * in the Send Queue. Returns the number of WRs, with the chain in *@out, or
+ * an error with nothing kept. The chain holds one of @qp's users until it is
+ * released (rpcrdma_cm_rw_start(), rpcrdma_cm_rw_drop(), its completion or
+ * teardown); an @async one holds a reference on each of its pages as well.
+ * Not from a completion callback.
  *
  * Chains of several callers run at once (nfsd's threads each move their own
  * call's data) as long as the Send Queue room the QP keeps for them (@rw_wrs)
  * holds them all: a chain first reserves its WRs in @rw_avail, waiting for
- * others to complete if need be, so the Send Queue never overflows. A chain
- * the device still refuses after its first WRs stays until teardown. The wait for completion is uninterruptible: a
- * posted chain completes, or is flushed when the QP goes to error.
+ * others to complete if need be, so the Send Queue never overflows. A caller
+ * posts (or drops) a chain it prepared before it prepares the next: room and
+ * MRs it kept unposted would be waited for by itself.
  */
-static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			 u32 rkey, u64 addr, bool write, bool async, void *done)
+static int rpcrdma_cm_rw_prepare(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
+				 u32 len, u32 rkey, u64 addr, bool write, bool async, void *done,
+				 struct rpcrdma_cm_rw **out)
 {
 	u32 po = offset % PAGE_SIZE, n = DIV_ROUND_UP(po + len, PAGE_SIZE), i, k;
-	const struct ib_send_wr *bad = NULL;
-	struct ib_send_wr *first;
-	bool reserved;
 	struct rpcrdma_cm_rw *rw;
-	unsigned long flags;
+	bool reserved;
 	int ret, nwrs;
 
 	if (!len || n > RPCRDMA_CM_CHUNK_MAX_PAGES)
@@ -1000,32 +999,81 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 		return -ENOTCONN;
 	}
 	rw->nwrs = nwrs;
+	*out = rw;
+	return nwrs;
+}
+
+/* The QP a prepared chain is for. */
+struct rpcrdma_cm_qp *rpcrdma_cm_rw_qp(const struct rpcrdma_cm_rw *rw)
+{
+	return rw->qp;
+}
+
+/* A prepared chain that is not to be posted goes, with its QP user. */
+void rpcrdma_cm_rw_drop(struct rpcrdma_cm_rw *rw)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+
+	rpcrdma_cm_rw_release(rw);	/* undoes the context, gives the room back */
+	rpcrdma_cm_qp_leave(qp);
+}
+
+/*
+ * A prepared chain posted in part, under @qp->lock (@rw->qp's): the WRs
+ * before the one refused will complete (or be flushed) and use the chain's
+ * mappings until then, and the signaled last one was not posted. The chain
+ * stays, to be freed by teardown after the drain, holding its QP user and
+ * its pages (the caller of a waited-for chain frees its own pages once the
+ * chain returns). Listed last: teardown may free it as soon as the lock is
+ * released, so nothing of @rw is touched after. The caller then reports it
+ * and disconnects (rpcrdma_cm_rw_report_part()).
+ */
+static void rpcrdma_cm_rw_orphan(struct rpcrdma_cm_rw *rw)
+{
+	u32 i;
+
+	if (!rw->async) {
+		for (i = 0; i < rw->nents; i++)
+			get_page(sg_page(&rw->sgl[i]));
+		rw->async = true;
+	}
+	list_add_tail(&rw->orphan, &rw->qp->rw_orphans);
+}
+
+void rpcrdma_cm_rw_report_part(struct rpcrdma_cm_qp *qp, bool write, int ret)
+{
+	pr_err_ratelimited("an RDMA %s chain was posted in part (error %d): disconnecting\n",
+			   write ? "Write" : "Read", ret);
+	rpcrdma_cm_qp_disconnect(qp);
+}
+
+/*
+ * Posts a prepared chain on its own. An @async one returns once posted (a
+ * Send posted after it on the same QP reaches the peer after its data, RC
+ * ordering), and its completion releases it and, with @done, calls
+ * rpcrdma_cm_rw_done_rs() (never when this returns an error); else it
+ * returns once the chain completed. Returns the number of WRs or an error;
+ * the chain is the QP's either way. A chain the device refuses after its
+ * first WRs stays until teardown, and the connection ends. The wait for
+ * completion is uninterruptible: a posted chain completes, or is flushed
+ * when the QP goes to error.
+ */
+static int rpcrdma_cm_rw_start(struct rpcrdma_cm_rw *rw)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+	const struct ib_send_wr *bad = NULL;
+	bool write = rw->write, async = rw->async;
+	int ret, nwrs = rw->nwrs;
+	struct ib_send_wr *first;
+	unsigned long flags;
+
 	first = rdma_rw_ctx_wrs(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, NULL);
 	spin_lock_irqsave(&qp->lock, flags);
 	ret = qp->closed ? -ENOTCONN : rpcrdma_cm_rw_post(qp, first, &bad);
 	if (ret && !qp->closed && bad != first) {
-		/*
-		 * Posted in part: the WRs before @bad will complete (or be
-		 * flushed) and use the chain's mappings until then, and the
-		 * signaled last one was not posted. The chain stays, to be
-		 * freed by teardown after the drain, and the connection ends.
-		 */
-		/*
-		 * The caller frees its pages once this returns: the chain
-		 * holds them until teardown, as an asynchronous one does.
-		 * Before it is listed: teardown may free it as soon as the
-		 * lock is released, so nothing of @rw is touched after.
-		 */
-		if (!rw->async) {
-			for (i = 0; i < rw->nents; i++)
-				get_page(sg_page(&rw->sgl[i]));
-			rw->async = true;
-		}
-		list_add_tail(&rw->orphan, &qp->rw_orphans);
+		rpcrdma_cm_rw_orphan(rw);
 		spin_unlock_irqrestore(&qp->lock, flags);
-		pr_err_ratelimited("an RDMA %s chain was posted in part (error %d): disconnecting\n",
-				   write ? "Write" : "Read", ret);
-		rpcrdma_cm_qp_disconnect(qp);
+		rpcrdma_cm_rw_report_part(qp, write, ret);
 		return ret;	/* @users stays taken: teardown releases it */
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
@@ -1038,6 +1086,81 @@ static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offs
 	rpcrdma_cm_rw_release(rw);
 	rpcrdma_cm_qp_leave(qp);
 	return ret;
+}
+
+/* A chain prepared and posted at once (see rpcrdma_cm_rw_prepare/_start). */
+static int rpcrdma_cm_rw(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
+			 u32 rkey, u64 addr, bool write, bool async, void *done)
+{
+	struct rpcrdma_cm_rw *rw;
+	int ret;
+
+	ret = rpcrdma_cm_rw_prepare(qp, pages, offset, len, rkey, addr, write, async, done, &rw);
+	if (ret < 0)
+		return ret;
+	return rpcrdma_cm_rw_start(rw);
+}
+
+/*
+ * Links a prepared chain's WRs in front of @next (a Send), for one post:
+ * returns its first WR, and in *@last its last, which keeps the chain's own
+ * signaled completion (rdma_rw leaves a chained context's last WR
+ * unsignaled, for the caller to release it with the Send's: ours is
+ * released by its own, as when posted alone).
+ */
+struct ib_send_wr *rpcrdma_cm_rw_link(struct rpcrdma_cm_rw *rw, struct ib_send_wr *next,
+				      struct ib_send_wr **last)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+	struct ib_send_wr *first, *w;
+
+	first = rdma_rw_ctx_wrs(&rw->ctx, qp->id->qp, qp->id->port_num, &rw->cqe, next);
+	for (w = first; w->next != next; w = w->next)
+		;
+	w->wr_cqe = &rw->cqe;
+	w->send_flags |= IB_SEND_SIGNALED;
+	*last = w;
+	return first;
+}
+
+/*
+ * Under @rw->qp's lock, after the post of a chain linked in front of @send
+ * (@first..@last of it, rpcrdma_cm_rw_link()) that returned @ret and
+ * stopped at @bad. Returns RPCRDMA_CM_RW_POSTED (its completion releases it),
+ * RPCRDMA_CM_RW_UNPOSTED (the caller drops it, rpcrdma_cm_rw_drop(), after
+ * the lock) or RPCRDMA_CM_RW_PART (orphaned: the caller reports it after the
+ * lock, rpcrdma_cm_rw_report_part()).
+ *
+ * Once the chain's signaled last WR is posted, its completion may free @rw
+ * at any moment (it does not take the lock): nothing of the chain is read
+ * then. Only when @bad is one of its WRs, or a REG_MR in front of it, is
+ * that WR unposted and the chain walked.
+ */
+int rpcrdma_cm_rw_linked_posted(struct rpcrdma_cm_rw *rw, const struct ib_send_wr *first,
+				const struct ib_send_wr *last, const struct ib_send_wr *send,
+				int ret, const struct ib_send_wr *bad)
+{
+	const struct ib_send_wr *w;
+
+	/*
+	 * All posted, or the Send refused behind the chain; or a failure that
+	 * does not say where (see rpcrdma_cm_send_post()): counted as posted,
+	 * as its REG_MRs are, rather than freed while the device may use it.
+	 */
+	if (!ret || !bad || bad == send)
+		return RPCRDMA_CM_RW_POSTED;
+	for (w = first; ; w = w->next) {
+		if (w == bad) {
+			if (w == first)
+				return RPCRDMA_CM_RW_UNPOSTED;
+			rpcrdma_cm_rw_orphan(rw);
+			return RPCRDMA_CM_RW_PART;
+		}
+		if (w == last)
+			break;
+	}
+	/* @bad is a REG_MR in front of the chain: none of it was posted. */
+	return RPCRDMA_CM_RW_UNPOSTED;
 }
 
 /*
@@ -1064,4 +1187,25 @@ int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 off
 			  u32 rkey, u64 addr, bool write, void *done)
 {
 	return rpcrdma_cm_rw(qp, pages, offset, len, rkey, addr, write, write || done, done);
+}
+
+/*
+ * An RDMA Write of pages as rpcrdma_cm_rdma_pages() does, prepared but not
+ * posted: the chain goes in front of a Send in the same post
+ * (rpcrdma_cm_send_post(), as svcrdma links a reply's Writes with its Send),
+ * or alone (rpcrdma_cm_rw_post_held()), or is dropped (rpcrdma_cm_rw_drop()).
+ * Returns the number of WRs, with the chain in *@out.
+ */
+int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
+			       u32 len, u32 rkey, u64 addr, struct rpcrdma_cm_rw **out)
+{
+	return rpcrdma_cm_rw_prepare(qp, pages, offset, len, rkey, addr, true, true, NULL, out);
+}
+
+/* Posts a held chain alone (rpcrdma_cm_rw_start()): 0 or an error. */
+int rpcrdma_cm_rw_post_held(struct rpcrdma_cm_rw *rw)
+{
+	int ret = rpcrdma_cm_rw_start(rw);
+
+	return ret < 0 ? ret : 0;
 }

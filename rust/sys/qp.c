@@ -888,14 +888,24 @@ int rpcrdma_cm_post_part(struct rpcrdma_cm_qp *qp, struct ib_send_wr *first,
 #endif
 
 /*
- * Posts @wrs, ending with the Send @send, under @qp->lock. In a test build,
- * while test_send_post_part counts, the WRs in front of the Send are posted
- * and the Send refused, as a device short of room may do.
+ * Posts @wrs, ending with the Send @send, under @qp->lock; @rw_first is the
+ * first WR of an RDMA Write chain linked in front of the Send, or NULL. In a
+ * test build, while test_rw_post_part counts, such a chain of several WRs
+ * has its first posted and the rest refused (as rpcrdma_cm_rw_post() does
+ * with a chain posted alone). Without such a chain, while
+ * test_send_post_part counts, the REG_MRs in front of the Send are posted
+ * and the Send refused, as a device short of room may do. (Not with one:
+ * the chain's completion may free it before rpcrdma_cm_post_part() relinks
+ * its last WR.)
  */
 static int rpcrdma_cm_send_wrs(struct rpcrdma_cm_qp *qp, struct ib_send_wr *wrs,
-			       struct ib_send_wr *send, const struct ib_send_wr **bad)
+			       struct ib_send_wr *send, struct ib_send_wr *rw_first,
+			       const struct ib_send_wr **bad)
 {
 #ifdef RPCRDMA_CM_TEST
+	if (rw_first)
+		return rpcrdma_cm_post_part(qp, wrs, rw_first->next != send ? rw_first->next : NULL,
+					    &rpcrdma_cm_param_test_rw_post_part, bad);
 	return rpcrdma_cm_post_part(qp, wrs, send, &rpcrdma_cm_param_test_send_post_part, bad);
 #else
 	return ib_post_send(qp->id->qp, wrs, bad);
@@ -907,12 +917,16 @@ static int rpcrdma_cm_send_wrs(struct rpcrdma_cm_qp *qp, struct ib_send_wr *wrs,
  * @inv_rkey if @invalidate; signaled one time in RPCRDMA_CM_SEND_BATCH, or
  * when it took the last buffer. The pending REG_MRs of the chunks chained
  * from @regs (rpcrdma_cm_chunk_chain(); may be NULL) go in front of it, in
- * the same post. On error the buffer is back on the free list, and those
- * REG_MRs that were not posted are undone; -EINVAL if a chunk of the chain
- * is another QP's (nothing posted).
+ * the same post, then the WRs of @rw, an RDMA Write chain prepared for this
+ * Send (rpcrdma_cm_rdma_write_held(); may be NULL), which the QP then owns
+ * whatever happens: posted, it is released by its own completion; not
+ * posted, it is dropped; posted in part, it stays until teardown and the
+ * connection ends. On error the buffer is back on the free list, and those
+ * REG_MRs that were not posted are undone; -EINVAL if a chunk of the chain,
+ * or @rw, is another QP's (nothing posted).
  */
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
-			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs)
+			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs, struct rpcrdma_cm_rw *rw)
 {
 	struct rpcrdma_cm_qp *qp = b->qp;
 	struct ib_sge sge = {
@@ -933,11 +947,11 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	 * (a LOCAL_INV invalidates it at release).
 	 */
 	const struct ib_send_wr *bad = NULL;
-	struct ib_send_wr *wrs;
+	struct ib_send_wr *wrs, *next = &wr, *rw_first = NULL, *rw_last = NULL;
+	int ret, rw_state = RPCRDMA_CM_RW_UNPOSTED;
 	unsigned long flags;
-	int ret;
 
-	if (!rpcrdma_cm_chain_of(regs, qp)) {
+	if (!rpcrdma_cm_chain_of(regs, qp) || (rw && rpcrdma_cm_rw_qp(rw) != qp)) {
 		ret = -EINVAL;
 		goto fail;
 	}
@@ -961,27 +975,37 @@ int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
 	if (qp->send_unsignaled + 1 >= RPCRDMA_CM_SEND_BATCH ||
 	    (list_empty(&qp->send_free) && qp->nsend >= qp->send_depth))
 		wr.send_flags = IB_SEND_SIGNALED;
-	wrs = rpcrdma_cm_chain_wrs(regs, &wr);
+	if (rw)
+		next = rw_first = rpcrdma_cm_rw_link(rw, &wr, &rw_last);
+	wrs = rpcrdma_cm_chain_wrs(regs, next);
 	/* Posted under the lock: @send_posted is in the Send Queue's order. */
 	if (qp->closed) {
 		ret = -ENOTCONN;
 		bad = wrs;
 	} else {
-		ret = rpcrdma_cm_send_wrs(qp, wrs, &wr, &bad);
+		ret = rpcrdma_cm_send_wrs(qp, wrs, &wr, rw_first, &bad);
 	}
 	WARN_ON_ONCE(ret && !bad);
 	rpcrdma_cm_chain_posted(regs, ret ? bad : NULL);
+	if (rw)
+		rw_state = rpcrdma_cm_rw_linked_posted(rw, rw_first, rw_last, &wr, ret, bad);
 	if (!ret) {
 		b->posted = true;
 		list_add_tail(&b->list, &qp->send_posted);
 		qp->send_unsignaled = wr.send_flags ? 0 : qp->send_unsignaled + 1;
 	}
 	spin_unlock_irqrestore(&qp->lock, flags);
+	/* A chain posted is released by its completion; @rw may be gone. */
+	rw = rw_state == RPCRDMA_CM_RW_UNPOSTED ? rw : NULL;
+	if (rw_state == RPCRDMA_CM_RW_PART)
+		rpcrdma_cm_rw_report_part(qp, true, ret);
 	if (ret)
 		goto fail;
 	rpcrdma_cm_qp_leave(qp);
 	return 0;
 fail:
+	if (rw)
+		rpcrdma_cm_rw_drop(rw);
 	rpcrdma_cm_send_abort(b);
 	return ret;
 }

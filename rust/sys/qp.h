@@ -199,6 +199,25 @@ bool rpcrdma_cm_chain_of(struct rpcrdma_cm_chunk *first, struct rpcrdma_cm_qp *q
 struct ib_send_wr *rpcrdma_cm_chain_wrs(struct rpcrdma_cm_chunk *first, struct ib_send_wr *send);
 void rpcrdma_cm_chain_posted(struct rpcrdma_cm_chunk *first, const struct ib_send_wr *bad);
 
+/*
+ * chunk.c: an RDMA Write chain prepared for a Send (rpcrdma_cm_rdma_write_held())
+ * linked in front of it in one post, and its state once posted (see
+ * rpcrdma_cm_send_post()).
+ */
+struct rpcrdma_cm_rw;
+struct rpcrdma_cm_qp *rpcrdma_cm_rw_qp(const struct rpcrdma_cm_rw *rw);
+struct ib_send_wr *rpcrdma_cm_rw_link(struct rpcrdma_cm_rw *rw, struct ib_send_wr *next,
+				      struct ib_send_wr **last);
+enum {
+	RPCRDMA_CM_RW_POSTED,
+	RPCRDMA_CM_RW_UNPOSTED,
+	RPCRDMA_CM_RW_PART,
+};
+int rpcrdma_cm_rw_linked_posted(struct rpcrdma_cm_rw *rw, const struct ib_send_wr *first,
+				const struct ib_send_wr *last, const struct ib_send_wr *send,
+				int ret, const struct ib_send_wr *bad);
+void rpcrdma_cm_rw_report_part(struct rpcrdma_cm_qp *qp, bool write, int ret);
+
 /* Teardown (chunk.c): the MRs and the chunks' memory kept for reuse go. */
 void rpcrdma_cm_chunk_pools_destroy(struct rpcrdma_cm_qp *qp);
 /* Frees the chains posted in part (teardown, after the drain). */

@@ -22,7 +22,8 @@ use super::bindings::{
     rpcrdma_cm_buf, rpcrdma_cm_chunks_allocated, rpcrdma_cm_qp, rpcrdma_cm_qp_attr,
     rpcrdma_cm_qp_disconnect, rpcrdma_cm_qp_get, rpcrdma_cm_qp_put, rpcrdma_cm_recv_allocated,
     rpcrdma_cm_recv_counts, rpcrdma_cm_recv_grow, rpcrdma_cm_recv_keep, rpcrdma_cm_recv_release,
-    rpcrdma_cm_send_abort, rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
+    rpcrdma_cm_rw, rpcrdma_cm_rw_drop, rpcrdma_cm_rw_post_held, rpcrdma_cm_send_abort,
+    rpcrdma_cm_send_allocated, rpcrdma_cm_send_get, rpcrdma_cm_send_post,
 };
 use super::chunk::{self, ChunkList};
 
@@ -161,8 +162,20 @@ impl Qp {
         invalidate: Option<u32>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> Result {
+        self.send_after(invalidate, None, fill)
+    }
+
+    /// As [`Qp::send`], with the RDMA Write `held` (prepared for this reply)
+    /// posted in front of the Send, in the same post ([`SendBuf::post`]).
+    /// If the Send buffer cannot be had or filled, `held` is dropped unposted.
+    pub(crate) fn send_after(
+        &self,
+        invalidate: Option<u32>,
+        held: Option<HeldWrite>,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> Result {
         let none = ChunkList::default();
-        self.send_buf(fill)?.post(invalidate, [&none, &none])
+        self.send_buf(fill)?.post(invalidate, [&none, &none], held)
     }
 
     /// Takes a Send buffer and fills it: `fill` writes the message and
@@ -214,17 +227,31 @@ impl SendBuf {
     /// valid before the peer learns of it. Fails with `ENOTCONN` once the
     /// connection is closing, or the device's error; a REG_MR not posted
     /// then leaves its chunk unregistered, needing no LOCAL_INV. `EINVAL`
-    /// (and a warning) if a chunk of `regs` is another QP's: nothing posted.
-    pub(crate) fn post(self, invalidate: Option<u32>, regs: [&ChunkList; 2]) -> Result {
+    /// if a chunk of `regs`, or `held`, is another QP's: nothing posted.
+    ///
+    /// `held`, an RDMA Write of the reply's data, goes between those REG_MRs
+    /// and the Send, as svcrdma links a reply's Writes with its Send: one
+    /// post, and the Send reaches the peer after the data (RC ordering). It
+    /// keeps its own completion, which releases it; not posted (an error
+    /// before or at its first WR), it is dropped; posted in part, the
+    /// connection ends and teardown frees it.
+    pub(crate) fn post(
+        self,
+        invalidate: Option<u32>,
+        regs: [&ChunkList; 2],
+        held: Option<HeldWrite>,
+    ) -> Result {
         let me = ManuallyDrop::new(self);
         let (inv, rkey) = (invalidate.is_some(), invalidate.unwrap_or(0));
         // `regs` stay borrowed until the post returns, which unlinks them; C
         // checks `len` against the buffer size.
         let first = chunk::link_chain(regs);
+        let rw = held.map_or(ptr::null_mut(), HeldWrite::into_raw);
         // SAFETY: `b` is ours, unposted (type invariant), unused after this (no
         // Drop for `me`); `first` is null or chains live chunks (C refuses
-        // any of another QP).
-        to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first) })
+        // any of another QP); `rw` is null or a prepared chain we hand over
+        // (C refuses one of another QP), which C owns whatever it returns.
+        to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first, rw) })
     }
 }
 
@@ -232,6 +259,56 @@ impl Drop for SendBuf {
     fn drop(&mut self) {
         // SAFETY: by the type invariant `b` was neither posted nor aborted.
         unsafe { rpcrdma_cm_send_abort(self.b.as_ptr()) };
+    }
+}
+
+/// An RDMA Write chain prepared but not posted (`rpcrdma_cm_rdma_write_held`
+/// in `chunk.c`): it holds its Send Queue room, its mappings, a reference on
+/// each of its pages and one of its QP's users. [`SendBuf::post`] posts it in
+/// front of a Send, [`HeldWrite::post`] alone; dropped, it is undone
+/// unposted.
+///
+/// # Invariants
+///
+/// `rw` came from `rpcrdma_cm_rdma_write_held` and was neither posted nor
+/// dropped.
+pub(crate) struct HeldWrite {
+    rw: NonNull<rpcrdma_cm_rw>,
+}
+
+// SAFETY: the chain is not tied to the thread that prepared it: C posts,
+// drops or releases it from any thread, under its QP's lock where shared.
+unsafe impl Send for HeldWrite {}
+
+impl HeldWrite {
+    /// Takes over a chain `rpcrdma_cm_rdma_write_held` just prepared.
+    ///
+    /// # Safety
+    ///
+    /// `rw` is such a chain, neither posted nor dropped, and no one else's.
+    pub(crate) unsafe fn from_raw(rw: NonNull<rpcrdma_cm_rw>) -> Self {
+        // INVARIANT: as the caller guarantees.
+        Self { rw }
+    }
+
+    /// Hands the chain over to C, which posts or drops it.
+    fn into_raw(self) -> *mut rpcrdma_cm_rw {
+        ManuallyDrop::new(self).rw.as_ptr()
+    }
+
+    /// Posts the chain alone: the Send that names its data must follow on
+    /// the same QP. Fails with `ENOTCONN` once the connection is closing or
+    /// the device's error (posted in part: the connection ends).
+    pub(crate) fn post(self) -> Result {
+        // SAFETY: a prepared chain, handed over (type invariant; no Drop).
+        to_result(unsafe { rpcrdma_cm_rw_post_held(self.into_raw()) })
+    }
+}
+
+impl Drop for HeldWrite {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant the chain was neither posted nor dropped.
+        unsafe { rpcrdma_cm_rw_drop(self.rw.as_ptr()) };
     }
 }
 

@@ -221,8 +221,9 @@ u32 rpcrdma_cm_chunks_allocated(struct rpcrdma_cm_qp *qp);
 int rpcrdma_cm_send_get(struct rpcrdma_cm_qp *qp, struct rpcrdma_cm_buf **out,
 			u8 **addr, u32 *size);
 void rpcrdma_cm_send_abort(struct rpcrdma_cm_buf *b);
+struct rpcrdma_cm_rw;
 int rpcrdma_cm_send_post(struct rpcrdma_cm_buf *b, u32 len, bool invalidate,
-			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs);
+			 u32 inv_rkey, struct rpcrdma_cm_chunk *regs, struct rpcrdma_cm_rw *rw);
 
 /*
  * A Receive buffer Rust keeps past its completion callback (its message is
@@ -285,6 +286,17 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 struct page;
 int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
 			  u32 rkey, u64 addr, bool write, void *done);
+/*
+ * The same RDMA Write, prepared but not posted (*@out, and the number of
+ * WRs): rpcrdma_cm_send_post() posts it in front of its Send, in one post;
+ * rpcrdma_cm_rw_post_held() posts it alone (0 or an error); or
+ * rpcrdma_cm_rw_drop() undoes it. A caller posts or drops a chain it holds
+ * before it prepares another on the QP.
+ */
+int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
+			       u32 len, u32 rkey, u64 addr, struct rpcrdma_cm_rw **out);
+int rpcrdma_cm_rw_post_held(struct rpcrdma_cm_rw *rw);
+void rpcrdma_cm_rw_drop(struct rpcrdma_cm_rw *rw);
 
 /* svc.c: the server transport class nfsd uses ------------------------------ */
 

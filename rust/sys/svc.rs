@@ -30,17 +30,17 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages, rpcrdma_cm_svc_arg_done,
-    rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending,
-    rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages, rpcrdma_cm_svc_parts,
-    rpcrdma_cm_svc_received, rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts,
-    rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt,
-    rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new,
-    rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf,
-    RPCRDMA_CM_SVC_BC_REQUESTS,
+    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages, rpcrdma_cm_rdma_write_held,
+    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close,
+    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
+    rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
+    rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
+    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
+    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+    xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
 };
 use super::class_slot::FactorySlot;
-use super::qp::{MsgRegion, Qp};
+use super::qp::{HeldWrite, MsgRegion, Qp};
 use super::rdma_cm::{sockaddr_from_c, ConnectRequest, Net, RwDone};
 use super::to_c_int;
 use super::xdr_buf::XdrMsg;
@@ -517,11 +517,15 @@ impl SvcRqst<'_> {
     }
 
     /// RDMA Write of the reply's octets `offset..offset + len` to the peer's
-    /// memory (`rkey`, `addr`) straight from the reply's pages; returns the
-    /// WRs it took once they are posted, without waiting for them (as
-    /// svcrdma): the Write keeps its pages until it completes, and the reply's
-    /// Send, posted after it on the same QP, reaches the client after the
-    /// data. `ERANGE` unless [`Self::res_in_pages`].
+    /// memory (`rkey`, `addr`) straight from the reply's pages, prepared and
+    /// left in `held` for the reply's Send to post in front of itself
+    /// ([`Qp::send_after`]: one post, as svcrdma's); a Write `held` had
+    /// already is posted alone first (the room and MRs it keeps would be
+    /// waited for). Returns the WRs it takes. Nothing waits for the Write (as
+    /// svcrdma): it keeps its pages until it completes, and the Send, posted
+    /// after it on the same QP, reaches the client after the data. `ERANGE`
+    /// unless [`Self::res_in_pages`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_from_res(
         &self,
         qp: &Qp,
@@ -529,18 +533,31 @@ impl SvcRqst<'_> {
         len: u32,
         rkey: u32,
         addr: u64,
+        held: &mut Option<HeldWrite>,
     ) -> Result<u32> {
         if !self.res_in_pages(offset, len) {
             return Err(ERANGE);
+        }
+        if let Some(w) = held.take() {
+            w.post()?;
         }
         let res = self.res();
         // In range (checked above), so `offset` is at least the head's length.
         let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
         let at = res.page_base + (offset - head);
+        let mut rw = ptr::null_mut();
         // SAFETY: the range lies in the reply's page list (checked above),
         // which stays until sendto returns; C takes its own page references
-        // for the Write, which may outlast that.
-        unsafe { rdma_pages(qp, res.pages, at, len, rkey, addr, true) }
+        // for the Write, which may outlast that. `qp` is a live handle; `rw`
+        // is written on success only.
+        let r = unsafe {
+            rpcrdma_cm_rdma_write_held(qp.raw(), res.pages, at, len, rkey, addr, &mut rw)
+        };
+        to_result(r)?;
+        let rw = NonNull::new(rw).ok_or(EINVAL)?;
+        // SAFETY: C just prepared `rw` for us, unposted.
+        *held = Some(unsafe { HeldWrite::from_raw(rw) });
+        Ok(r.unsigned_abs())
     }
 
     /// Length of the reply nfsd encoded.
@@ -552,39 +569,6 @@ impl SvcRqst<'_> {
     pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
         XdrMsg::new(self.res()).read(offset, out)
     }
-}
-
-/// RDMA Read into, or Write from, `len` octets at byte `offset` of the page
-/// array `pages`, with the peer's memory at `addr` (`rkey`); returns the WRs
-/// it took: a Read once completed, a Write once posted (see chunk.c).
-///
-/// # Safety
-///
-/// Those octets' pages are live and the caller's to read or fill during the call.
-unsafe fn rdma_pages(
-    qp: &Qp,
-    pages: *mut *mut page,
-    offset: u32,
-    len: u32,
-    rkey: u32,
-    addr: u64,
-    write: bool,
-) -> Result<u32> {
-    // SAFETY: see above; `qp` is a live handle; no `done`: a Read is waited for.
-    let r = unsafe {
-        rpcrdma_cm_rdma_pages(
-            qp.raw(),
-            pages,
-            offset,
-            len,
-            rkey,
-            addr,
-            write,
-            ptr::null_mut(),
-        )
-    };
-    to_result(r)?;
-    Ok(r.unsigned_abs())
 }
 
 /// Pages the module fills by RDMA Read with a call's Read chunk before nfsd
