@@ -246,11 +246,12 @@ impl SendBuf {
         // `regs` stay borrowed until the post returns, which unlinks them; C
         // checks `len` against the buffer size.
         let first = chunk::link_chain(regs);
+        // Null, or a prepared chain handed over: C owns it whatever it returns
+        // (and refuses one of another QP).
         let rw = held.map_or(ptr::null_mut(), HeldWrite::into_raw);
         // SAFETY: `b` is ours, unposted (type invariant), unused after this (no
-        // Drop for `me`); `first` is null or chains live chunks (C refuses
-        // any of another QP); `rw` is null or a prepared chain we hand over
-        // (C refuses one of another QP), which C owns whatever it returns.
+        // Drop for `me`); `first` is null or chains live chunks (C refuses any
+        // of another QP); `rw` as above.
         to_result(unsafe { rpcrdma_cm_send_post(me.b.as_ptr(), me.len, inv, rkey, first, rw) })
     }
 }

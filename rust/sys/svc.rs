@@ -545,11 +545,11 @@ impl SvcRqst<'_> {
         // In range (checked above), so `offset` is at least the head's length.
         let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
         let at = res.page_base + (offset - head);
+        // The range lies in the reply's page list (checked above), which stays
+        // until sendto returns; C takes its own page references for the
+        // Write, which may outlast that.
         let mut rw = ptr::null_mut();
-        // SAFETY: the range lies in the reply's page list (checked above),
-        // which stays until sendto returns; C takes its own page references
-        // for the Write, which may outlast that. `qp` is a live handle; `rw`
-        // is written on success only.
+        // SAFETY: as above; `qp` is a live handle; `rw` is written on success.
         let r = unsafe {
             rpcrdma_cm_rdma_write_held(qp.raw(), res.pages, at, len, rkey, addr, &mut rw)
         };
