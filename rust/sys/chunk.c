@@ -1177,21 +1177,20 @@ int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr, bool w
 }
 
 /*
- * @len octets at byte @offset of a page array @pages (an RPC's, or pages Rust
- * fills for one: no copy) from or to the peer's memory (rpcrdma_cm_rw). A
- * Write, and a Read with @done, return once posted, keeping their pages
- * until they complete (nfsd may let a reply's pages go as soon as sendto
- * returns); a Read without @done returns once its data is there.
+ * @len octets at byte @offset of a page array @pages (pages Rust fills for
+ * an RPC: no copy) from the peer's memory by RDMA Read (rpcrdma_cm_rw). With
+ * @done it returns once posted, keeping its pages until it completes;
+ * without, once its data is there.
  */
-int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			  u32 rkey, u64 addr, bool write, void *done)
+int rpcrdma_cm_rdma_read_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
+			       u32 len, u32 rkey, u64 addr, void *done)
 {
-	return rpcrdma_cm_rw(qp, pages, offset, len, rkey, addr, write, write || done, done);
+	return rpcrdma_cm_rw(qp, pages, offset, len, rkey, addr, false, done != NULL, done);
 }
 
 /*
- * An RDMA Write of pages as rpcrdma_cm_rdma_pages() does, prepared but not
- * posted: the chain goes in front of a Send in the same post
+ * An RDMA Write of @len octets at byte @offset of a page array @pages (a
+ * reply's: no copy) to the peer's memory, prepared but not posted: the chain goes in front of a Send in the same post
  * (rpcrdma_cm_send_post(), as svcrdma links a reply's Writes with its Send),
  * or alone (rpcrdma_cm_rw_post_held()), or is dropped (rpcrdma_cm_rw_drop()).
  * Returns the number of WRs, with the chain in *@out.

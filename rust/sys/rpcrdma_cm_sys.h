@@ -278,17 +278,16 @@ void rpcrdma_cm_inv_done_rs(void *done, int status);
 int rpcrdma_cm_chunk_rdma(struct rpcrdma_cm_chunk *c, u32 rkey, u64 addr,
 			  bool write);
 /*
- * RDMA Read or Write of pages (an RPC's), no copy: a Read returns once the data
- * is there, unless @done: then, as a Write, once it is posted (it keeps its
- * pages until it completes; a Send posted after it follows its data), and
- * rpcrdma_cm_rw_done_rs(.., @done, ..) tells of its end.
+ * RDMA Read into pages (an RPC's), no copy: returns once the data is there,
+ * unless @done: then once it is posted (it keeps its pages until it
+ * completes), and rpcrdma_cm_rw_done_rs(.., @done, ..) tells of its end.
  */
 struct page;
-int rpcrdma_cm_rdma_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset, u32 len,
-			  u32 rkey, u64 addr, bool write, void *done);
+int rpcrdma_cm_rdma_read_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
+			       u32 len, u32 rkey, u64 addr, void *done);
 /*
- * The same RDMA Write, prepared but not posted (*@out, and the number of
- * WRs): rpcrdma_cm_send_post() posts it in front of its Send, in one post;
+ * RDMA Write from pages (a reply's), no copy, prepared but not posted
+ * (*@out, and the number of WRs): rpcrdma_cm_send_post() posts it in front of its Send, in one post;
  * rpcrdma_cm_rw_post_held() posts it alone (0 or an error); or
  * rpcrdma_cm_rw_drop() undoes it. A caller posts or drops a chain it holds
  * before it prepares another on the QP.

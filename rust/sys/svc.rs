@@ -30,14 +30,14 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_pages, rpcrdma_cm_rdma_write_held,
-    rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close,
-    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
-    rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
-    rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
-    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
-    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
-    xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
+    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_read_pages,
+    rpcrdma_cm_rdma_write_held, rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt,
+    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue,
+    rpcrdma_cm_svc_give_pages, rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received,
+    rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data,
+    rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard,
+    rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put,
+    rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
 };
 use super::class_slot::FactorySlot;
 use super::qp::{HeldWrite, MsgRegion, Qp};
@@ -663,14 +663,13 @@ impl ArgPages {
         // SAFETY: `self.raw` holds live pages of ours covering the range (checked
         // above), read by C during the call only; `qp` is a live handle.
         let r = unsafe {
-            rpcrdma_cm_rdma_pages(
+            rpcrdma_cm_rdma_read_pages(
                 qp.raw(),
                 self.raw.as_ptr().cast_mut(),
                 offset,
                 len,
                 rkey,
                 addr,
-                false,
                 ctx,
             )
         };
