@@ -378,7 +378,10 @@ impl Conn {
 
     /// Posts a reply: the header `spec`, then `len` octets of RPC message
     /// that `fill` writes, within `s2c`, as Send With Invalidate of `inv` if
-    /// given; counts it as `kind`.
+    /// given; counts it as `kind`. `held`, a prepared RDMA Write of the
+    /// reply's data, is posted in front of the Send in the same post (and
+    /// counted `nfsd_writes_with_send`), or dropped unposted if the Send
+    /// cannot be.
     #[allow(clippy::too_many_arguments)]
     fn post_reply(
         &self,

@@ -834,6 +834,18 @@ static void rpcrdma_cm_rw_release(struct rpcrdma_cm_rw *rw)
 }
 
 /*
+ * A chain that is not to be posted (or is done with) goes, with its QP user:
+ * its context undone if it has one, its Send Queue room given back.
+ */
+void rpcrdma_cm_rw_drop(struct rpcrdma_cm_rw *rw)
+{
+	struct rpcrdma_cm_qp *qp = rw->qp;
+
+	rpcrdma_cm_rw_release(rw);
+	rpcrdma_cm_qp_leave(qp);
+}
+
+/*
  * Teardown, after the drain: frees the chains that were posted in part
  * (rpcrdma_cm_rw()); their WRs are all complete or flushed now. Each held
  * one of @qp's users.
@@ -851,8 +863,7 @@ void rpcrdma_cm_rw_orphans_free(struct rpcrdma_cm_qp *qp)
 		spin_unlock_irqrestore(&qp->lock, flags);
 		if (!rw)
 			return;
-		rpcrdma_cm_rw_release(rw);
-		rpcrdma_cm_qp_leave(qp);
+		rpcrdma_cm_rw_drop(rw);
 	}
 }
 
@@ -984,8 +995,7 @@ static int rpcrdma_cm_rw_prepare(struct rpcrdma_cm_qp *qp, struct page **pages, 
 		ret = -EMSGSIZE;
 	}
 	if (ret < 0) {
-		rpcrdma_cm_rw_release(rw);	/* @nwrs 0: no context to undo */
-		rpcrdma_cm_qp_leave(qp);
+		rpcrdma_cm_rw_drop(rw);	/* @nwrs 0: no context to undo */
 		return ret;
 	}
 	nwrs = ret;
@@ -994,8 +1004,7 @@ static int rpcrdma_cm_rw_prepare(struct rpcrdma_cm_qp *qp, struct page **pages, 
 			   READ_ONCE(qp->closed));
 	if (!reserved) {
 		rpcrdma_cm_rw_undo(rw);
-		rpcrdma_cm_rw_release(rw);	/* @nwrs 0: context undone here */
-		rpcrdma_cm_qp_leave(qp);
+		rpcrdma_cm_rw_drop(rw);	/* @nwrs 0: context undone here */
 		return -ENOTCONN;
 	}
 	rw->nwrs = nwrs;
@@ -1007,15 +1016,6 @@ static int rpcrdma_cm_rw_prepare(struct rpcrdma_cm_qp *qp, struct page **pages, 
 struct rpcrdma_cm_qp *rpcrdma_cm_rw_qp(const struct rpcrdma_cm_rw *rw)
 {
 	return rw->qp;
-}
-
-/* A prepared chain that is not to be posted goes, with its QP user. */
-void rpcrdma_cm_rw_drop(struct rpcrdma_cm_rw *rw)
-{
-	struct rpcrdma_cm_qp *qp = rw->qp;
-
-	rpcrdma_cm_rw_release(rw);	/* undoes the context, gives the room back */
-	rpcrdma_cm_qp_leave(qp);
 }
 
 /*
@@ -1083,8 +1083,7 @@ static int rpcrdma_cm_rw_start(struct rpcrdma_cm_rw *rw)
 		wait_for_completion(&rw->waited);
 		ret = rw->status == IB_WC_SUCCESS ? nwrs : -EIO;
 	}
-	rpcrdma_cm_rw_release(rw);
-	rpcrdma_cm_qp_leave(qp);
+	rpcrdma_cm_rw_drop(rw);
 	return ret;
 }
 
