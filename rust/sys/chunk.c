@@ -1189,9 +1189,10 @@ int rpcrdma_cm_rdma_read_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u3
 
 /*
  * An RDMA Write of @len octets at byte @offset of a page array @pages (a
- * reply's: no copy) to the peer's memory, prepared but not posted: the chain goes in front of a Send in the same post
- * (rpcrdma_cm_send_post(), as svcrdma links a reply's Writes with its Send),
- * or alone (rpcrdma_cm_rw_post_held()), or is dropped (rpcrdma_cm_rw_drop()).
+ * reply's: no copy) to the peer's memory, prepared but not posted: the chain
+ * goes in front of a Send in the same post (rpcrdma_cm_send_post(), as
+ * svcrdma links a reply's Writes with its Send), or alone
+ * (rpcrdma_cm_rw_post_held()), or is dropped (rpcrdma_cm_rw_drop()).
  * Returns the number of WRs, with the chain in *@out.
  */
 int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,

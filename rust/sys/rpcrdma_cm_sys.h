@@ -287,10 +287,10 @@ int rpcrdma_cm_rdma_read_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u3
 			       u32 len, u32 rkey, u64 addr, void *done);
 /*
  * RDMA Write from pages (a reply's), no copy, prepared but not posted
- * (*@out, and the number of WRs): rpcrdma_cm_send_post() posts it in front of its Send, in one post;
- * rpcrdma_cm_rw_post_held() posts it alone (0 or an error); or
- * rpcrdma_cm_rw_drop() undoes it. A caller posts or drops a chain it holds
- * before it prepares another on the QP.
+ * (*@out, and the number of WRs): rpcrdma_cm_send_post() posts it in front
+ * of its Send, in one post; rpcrdma_cm_rw_post_held() posts it alone (0 or
+ * an error); or rpcrdma_cm_rw_drop() undoes it. A caller posts or drops a
+ * chain it holds before it prepares another on the QP.
  */
 int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
 			       u32 len, u32 rkey, u64 addr, struct rpcrdma_cm_rw **out);
