@@ -121,6 +121,8 @@ counters! {
     SvcPayloadsDirect => "nfsd_payloads_direct",
     SvcPayloadsCopied => "nfsd_payloads_copied",
     SvcWritesWithSend => "nfsd_writes_with_send",
+    SvcReplyChunksDirect => "nfsd_reply_chunks_direct",
+    SvcReplyChunksCopied => "nfsd_reply_chunks_copied",
     BcCalls => "bc_calls_sent",
     BcReplies => "bc_replies_received",
     BcCallsReceived => "bc_calls_received",

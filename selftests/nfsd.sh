@@ -251,6 +251,45 @@ nfsd_data_moves_without_copies() {
 	return $ok
 }
 
+# A reply larger than the inline threshold to a call that offered no Write
+# chunk (READDIR of a large directory) goes into the client's Reply chunk
+# by RDMA Write straight from nfsd's head, pages and tail
+# (nfsd_reply_chunks_direct), never through a copy (nfsd_reply_chunks_copied
+# stays put), and the listing is the server's, name for name. At NFS 3 and
+# 4.2, the default 4 KiB thresholds.
+nfsd_reply_chunks_without_copies() {
+	local mnt=/tmp/mnt_rc dir=/tmp/export/rc ok=0 i v src d0 c0 d1 c1 want=300
+	module_loaded || load_module || return 1
+	start_nfsd_on_ours || return 1
+	# Made whole, then put in place: a run cut short leaves no partial one.
+	if [ ! -d "$dir" ]; then
+		rm -rf "$dir.new" && mkdir "$dir.new" || return 1
+		for ((i = 0; i < want; i++)); do
+			: >"$dir.new/$(printf 'an-entry-whose-name-takes-room-in-the-reply-%04d' $i)" || return 1
+		done
+		mv "$dir.new" "$dir" || return 1
+	fi
+	ls -f "$dir" | grep "^an-entry-" | sort >/tmp/rc.server
+	[ "$(wc -l </tmp/rc.server)" = "$want" ] || { fail "$dir holds $(wc -l </tmp/rc.server) entries, not $want"; return 1; }
+	for v in 3 4.2; do
+		src=/
+		[ "$v" = 3 ] && src=/tmp/export
+		mkdir -p "$mnt"
+		timeout -s KILL 60 mount -t nfs -o rdma,port=$NFS_PORT,vers=$v,nolock "$ADDR:$src" "$mnt" || {
+			fail "mount vers=$v"; klog | tail -20 | sed "s/^/# /"; return 1
+		}
+		d0=$(stat nfsd_reply_chunks_direct) c0=$(stat nfsd_reply_chunks_copied)
+		ls -f "$mnt/rc" | grep "^an-entry-" | sort >/tmp/rc.client
+		d1=$(stat nfsd_reply_chunks_direct) c1=$(stat nfsd_reply_chunks_copied)
+		ktap_print_msg "vers=$v: $(wc -l </tmp/rc.client) entries listed; Reply chunks direct +$((d1 - d0)) copied +$((c1 - c0))"
+		cmp -s /tmp/rc.server /tmp/rc.client || { fail "vers=$v: the listing differs from the server's"; diff /tmp/rc.server /tmp/rc.client | head -5 | sed "s/^/# /"; ok=1; }
+		[ "$((d1 - d0))" -ge 1 ] || { fail "vers=$v: no reply went into a Reply chunk from nfsd's pages"; ok=1; }
+		[ "$c1" = "$c0" ] || { fail "vers=$v: a Reply chunk was copied out first"; ok=1; }
+		umount "$mnt" || ok=1
+	done
+	return $ok
+}
+
 # A reply nfsd cannot send for want of memory (test_svc_reply_nomem fakes
 # one, before anything of it is sent) ends the connection, as svcrdma's
 # does: Linux's client sends the READ again on the next connection and the

@@ -74,6 +74,7 @@ ALL_TESTS="
 	delegation_recall_over_backchannel
 	c_client_sees_remote_invalidation
 	nfsd_data_moves_without_copies
+	nfsd_reply_chunks_without_copies
 	nfsd_reply_without_memory_is_sent_again
 	rust_client_to_nfsd_over_rust_transport
 	malformed_headers_to_nfsd_over_rust_transport

@@ -358,13 +358,21 @@ impl Conn {
         if let Some(w) = held {
             w.post()?;
         }
+        let mut held = None;
         let rwritten = match rest {
             Rest::Copied(r) => self.push(qp, rchunk, r)?,
             Rest::Written(len, write) => {
                 let mut copy: KVVec<u8> = KVVec::new();
                 copy.extend_with(len, 0, GFP_KERNEL)?;
                 write(&mut copy)?;
+                self.count(X::SvcReplyChunksCopied, 1);
                 self.push(qp, rchunk, &copy)?
+            }
+            Rest::Direct { len, write, .. } => {
+                let len = u32::try_from(len).map_err(|_| EMSGSIZE)?;
+                let w = self.write_segments(rchunk, len, |at, k, s| write(at, k, s, &mut held))?;
+                self.count(X::SvcReplyChunksDirect, 1);
+                w
             }
         };
         let spec = MsgSpec {
@@ -373,15 +381,15 @@ impl Conn {
             ..spec
         };
         let kind = X::RepliesSentReplyChunk;
-        self.post_reply(qp, &spec, inv, s2c, kind, 0, None, |_| Ok(()))
+        self.post_reply(qp, &spec, inv, s2c, kind, 0, held, |_| Ok(()))
     }
 
     /// Posts a reply: the header `spec`, then `len` octets of RPC message
     /// that `fill` writes, within `s2c`, as Send With Invalidate of `inv` if
     /// given; counts it as `kind`. `held`, a prepared RDMA Write of the
-    /// reply's data, is posted in front of the Send in the same post (and
-    /// counted `nfsd_writes_with_send`), or dropped unposted if the Send
-    /// cannot be.
+    /// reply's result or of its Reply chunk, is posted in front of the Send
+    /// in the same post (a result's counted `nfsd_writes_with_send`), or
+    /// dropped unposted if the Send cannot be.
     #[allow(clippy::too_many_arguments)]
     fn post_reply(
         &self,
@@ -409,7 +417,7 @@ impl Conn {
         if inv.is_some() {
             self.count(X::SendWithInvalidate, 1);
         }
-        if linked {
+        if linked && matches!(kind, X::RepliesSentWriteList) {
             self.count(X::SvcWritesWithSend, 1);
         }
         Ok(())
@@ -468,13 +476,28 @@ pub(super) enum Rest<'a> {
     /// Send buffer, or a copy bound for the Reply chunk), from the upper's
     /// reply.
     Written(usize, &'a dyn Fn(&mut [u8]) -> Result),
+    /// `len` octets of the upper's reply, which `read` writes into the Send
+    /// buffer when they fit inline, and `write(at, k, segment, held)` moves
+    /// by RDMA Write (octets `at..at + k` into `segment`) straight into the
+    /// Reply chunk otherwise: the Write before is posted alone, the last
+    /// one left in `held` for the Send to post in front of itself.
+    Direct {
+        len: usize,
+        read: &'a dyn Fn(&mut [u8]) -> Result,
+        write: &'a SegmentWrite<'a>,
+    },
 }
+
+/// [`Rest::Direct`]'s RDMA Write of octets `at..at + k` of a reply into a
+/// segment: the WRs it took.
+pub(super) type SegmentWrite<'a> =
+    dyn Fn(u32, u32, &Segment, &mut Option<HeldWrite>) -> Result<u32> + 'a;
 
 impl Rest<'_> {
     fn len(&self) -> usize {
         match self {
             Rest::Copied(r) => r.len(),
-            Rest::Written(len, _) => *len,
+            Rest::Written(len, _) | Rest::Direct { len, .. } => *len,
         }
     }
 
@@ -484,7 +507,7 @@ impl Rest<'_> {
                 out.copy_from_slice(r);
                 Ok(())
             }
-            Rest::Written(_, write) => write(out),
+            Rest::Written(_, write) | Rest::Direct { read: write, .. } => write(out),
         }
     }
 }

@@ -790,8 +790,10 @@ impl Conn {
     }
 
     /// Sends nfsd's reply. One to a call that offered no Write chunk is
-    /// read straight into the Send buffer if it fits inline, else into one
-    /// copy bound for the Reply chunk. Otherwise a DDP-eligible result in
+    /// read straight into the Send buffer if it fits inline, else written
+    /// by RDMA Write from nfsd's head, pages and tail into the Reply chunk
+    /// (copied out first only where those are not in the kernel's linear
+    /// map). Otherwise a DDP-eligible result in
     /// the reply's page list (READ data) goes to the first Write chunk by
     /// RDMA Write from those pages, and only the rest of the reply is read
     /// out, to go inline or into the Reply chunk; else the whole reply is
@@ -801,7 +803,18 @@ impl Conn {
         // Most replies: no Write chunk offered.
         if c.route.wchunks.is_empty() {
             let whole = |out: &mut [u8]| rq.res_read(0, out);
-            let rest = Rest::Written(len, &whole);
+            let write = |at: u32, k: u32, s: &Segment, held: &mut Option<HeldWrite>| {
+                rq.write_res(qp, at, k, s.handle, s.offset, held)
+            };
+            let rest = if rq.res_writable() {
+                Rest::Direct {
+                    len,
+                    read: &whole,
+                    write: &write,
+                }
+            } else {
+                Rest::Written(len, &whole)
+            };
             return self.send_reply_rest(qp, &c.route, &[], false, c.s2c, c.reminv, rest, None);
         }
         if let (Some((off, plen)), Some(first)) = (c.payload(), c.route.wchunks.first()) {

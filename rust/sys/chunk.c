@@ -1201,6 +1201,60 @@ int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u3
 	return rpcrdma_cm_rw_prepare(qp, pages, offset, len, rkey, addr, true, true, NULL, out);
 }
 
+/*
+ * The pages under @len octets at @base, at most two, into @pages: memory of
+ * the kernel's linear map from the page allocator (not slab memory, whose
+ * page a reference does not keep for its object). Their number, or 0.
+ */
+static u32 rpcrdma_cm_kvec_pages(const void *base, u32 len, struct page **pages)
+{
+	u32 po = offset_in_page(base), n, i;
+	const void *first = base - po;
+
+	if (!len || len > 2 * PAGE_SIZE)
+		return 0;
+	n = DIV_ROUND_UP(po + len, PAGE_SIZE);
+	if (n > 2)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!virt_addr_valid(first + i * PAGE_SIZE))
+			return 0;
+		pages[i] = virt_to_page(first + i * PAGE_SIZE);
+		if (PageSlab(pages[i]))
+			return 0;
+	}
+	return n;
+}
+
+/*
+ * As rpcrdma_cm_rdma_write_held(), from @len octets at @base: an RPC reply's
+ * head or tail, which nfsd keeps in pages of its own (svcrdma writes them
+ * from there likewise), as rpcrdma_cm_kvec_writable() accepts them; -EFAULT
+ * for other memory.
+ */
+int rpcrdma_cm_rdma_write_kvec_held(struct rpcrdma_cm_qp *qp, const void *base, u32 len,
+				    u32 rkey, u64 addr, struct rpcrdma_cm_rw **out)
+{
+	struct page *pages[2];
+
+	if (!rpcrdma_cm_kvec_pages(base, len, pages))
+		return -EFAULT;
+	/* rpcrdma_cm_rw_prepare() reads @pages only while it runs. */
+	return rpcrdma_cm_rw_prepare(qp, pages, offset_in_page(base), len, rkey, addr, true,
+				     true, NULL, out);
+}
+
+/*
+ * Whether rpcrdma_cm_rdma_write_kvec_held() takes @len octets at @base (none
+ * at all, or at most two pages of the linear map, not slab memory).
+ */
+bool rpcrdma_cm_kvec_writable(const void *base, u32 len)
+{
+	struct page *pages[2];
+
+	return !len || rpcrdma_cm_kvec_pages(base, len, pages);
+}
+
 /* Posts a held chain alone (rpcrdma_cm_rw_start()): 0 or an error. */
 int rpcrdma_cm_rw_post_held(struct rpcrdma_cm_rw *rw)
 {

@@ -264,15 +264,15 @@ impl Drop for SendBuf {
 }
 
 /// An RDMA Write chain prepared but not posted (`rpcrdma_cm_rdma_write_held`
-/// in `chunk.c`): it holds its Send Queue room, its mappings, a reference on
+/// or `rpcrdma_cm_rdma_write_kvec_held` in `chunk.c`): it holds its Send Queue room, its mappings, a reference on
 /// each of its pages and one of its QP's users. [`SendBuf::post`] posts it in
 /// front of a Send, [`HeldWrite::post`] alone; dropped, it is undone
 /// unposted.
 ///
 /// # Invariants
 ///
-/// `rw` came from `rpcrdma_cm_rdma_write_held` and was neither posted nor
-/// dropped.
+/// `rw` came from `rpcrdma_cm_rdma_write_held` (or its kvec form) and was
+/// neither posted nor dropped.
 pub(crate) struct HeldWrite {
     rw: NonNull<rpcrdma_cm_rw>,
 }
@@ -282,7 +282,8 @@ pub(crate) struct HeldWrite {
 unsafe impl Send for HeldWrite {}
 
 impl HeldWrite {
-    /// Takes over a chain `rpcrdma_cm_rdma_write_held` just prepared.
+    /// Takes over a chain `rpcrdma_cm_rdma_write_held` (or its kvec form)
+    /// just prepared.
     ///
     /// # Safety
     ///

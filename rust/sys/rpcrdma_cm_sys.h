@@ -294,6 +294,14 @@ int rpcrdma_cm_rdma_read_pages(struct rpcrdma_cm_qp *qp, struct page **pages, u3
  */
 int rpcrdma_cm_rdma_write_held(struct rpcrdma_cm_qp *qp, struct page **pages, u32 offset,
 			       u32 len, u32 rkey, u64 addr, struct rpcrdma_cm_rw **out);
+/*
+ * The same from kernel memory of the linear map (a reply's head or tail in
+ * pages of its own, not slab memory), two pages at most;
+ * rpcrdma_cm_kvec_writable() says whether it takes @base and @len.
+ */
+int rpcrdma_cm_rdma_write_kvec_held(struct rpcrdma_cm_qp *qp, const void *base, u32 len,
+				    u32 rkey, u64 addr, struct rpcrdma_cm_rw **out);
+bool rpcrdma_cm_kvec_writable(const void *base, u32 len);
 int rpcrdma_cm_rw_post_held(struct rpcrdma_cm_rw *rw);
 void rpcrdma_cm_rw_drop(struct rpcrdma_cm_rw *rw);
 

@@ -30,14 +30,15 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::bindings::{
-    c_fn, kvec, page, rpcrdma_cm_page_address, rpcrdma_cm_rdma_read_pages,
-    rpcrdma_cm_rdma_write_held, rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt,
-    rpcrdma_cm_svc_close, rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue,
-    rpcrdma_cm_svc_give_pages, rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received,
-    rpcrdma_cm_svc_register, rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data,
-    rpcrdma_cm_svc_unregister, rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard,
-    rpcrdma_cm_svc_xprt_get, rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put,
-    rpcrdma_cm_svc_xprt_set_rs, svc_rqst, xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
+    c_fn, kvec, page, rpcrdma_cm_kvec_writable, rpcrdma_cm_page_address,
+    rpcrdma_cm_rdma_read_pages, rpcrdma_cm_rdma_write_held, rpcrdma_cm_rdma_write_kvec_held,
+    rpcrdma_cm_rw, rpcrdma_cm_svc_arg_done, rpcrdma_cm_svc_bc_xprt, rpcrdma_cm_svc_close,
+    rpcrdma_cm_svc_conn_pending, rpcrdma_cm_svc_enqueue, rpcrdma_cm_svc_give_pages,
+    rpcrdma_cm_svc_parts, rpcrdma_cm_svc_received, rpcrdma_cm_svc_register,
+    rpcrdma_cm_svc_rqst_parts, rpcrdma_cm_svc_set_data, rpcrdma_cm_svc_unregister,
+    rpcrdma_cm_svc_xprt, rpcrdma_cm_svc_xprt_discard, rpcrdma_cm_svc_xprt_get,
+    rpcrdma_cm_svc_xprt_new, rpcrdma_cm_svc_xprt_put, rpcrdma_cm_svc_xprt_set_rs, svc_rqst,
+    xdr_buf, RPCRDMA_CM_SVC_BC_REQUESTS,
 };
 use super::class_slot::FactorySlot;
 use super::qp::{HeldWrite, MsgRegion, Qp};
@@ -538,26 +539,113 @@ impl SvcRqst<'_> {
         if !self.res_in_pages(offset, len) {
             return Err(ERANGE);
         }
-        if let Some(w) = held.take() {
-            w.post()?;
-        }
         let res = self.res();
         // In range (checked above), so `offset` is at least the head's length.
         let head = u32::try_from(res.head[0].iov_len).unwrap_or(u32::MAX);
         let at = res.page_base + (offset - head);
-        // The range lies in the reply's page list (checked above), which stays
-        // until sendto returns; C takes its own page references for the
-        // Write, which may outlast that.
-        let mut rw = ptr::null_mut();
-        // SAFETY: as above; `qp` is a live handle; `rw` is written on success.
-        let r = unsafe {
-            rpcrdma_cm_rdma_write_held(qp.raw(), res.pages, at, len, rkey, addr, &mut rw)
+        let prepare = |rw: &mut *mut rpcrdma_cm_rw| {
+            // SAFETY: the range lies in the reply's page list (checked above),
+            // which stays until sendto returns; C takes its own page
+            // references for the Write, which may outlast that. `qp` is a
+            // live handle; `rw` is written on success.
+            unsafe { rpcrdma_cm_rdma_write_held(qp.raw(), res.pages, at, len, rkey, addr, rw) }
         };
-        to_result(r)?;
-        let rw = NonNull::new(rw).ok_or(EINVAL)?;
-        // SAFETY: C just prepared `rw` for us, unposted.
-        *held = Some(unsafe { HeldWrite::from_raw(rw) });
-        Ok(r.unsigned_abs())
+        // SAFETY: `prepare` returns what rpcrdma_cm_rdma_write_held() does.
+        unsafe { hold(held, prepare) }
+    }
+
+    /// Whether [`Self::write_res`] can write any of the reply's octets: its
+    /// head and tail lie in the kernel's linear map (nfsd's own pages), two
+    /// pages each at most.
+    pub(crate) fn res_writable(&self) -> bool {
+        let res = self.res();
+        [&res.head[0], &res.tail[0]].into_iter().all(|v| {
+            let Ok(n) = u32::try_from(v.iov_len) else {
+                return false;
+            };
+            // SAFETY: C only checks the address range; nothing is read.
+            unsafe { rpcrdma_cm_kvec_writable(v.iov_base, n) }
+        })
+    }
+
+    /// RDMA Write of the reply's octets `offset..offset + len` to the peer's
+    /// memory (`rkey`, `addr`) straight from where nfsd encoded them: its
+    /// head, page list and tail, a Write for each part the range covers,
+    /// as [`Self::write_from_res`] (each Write prepared and left in `held`,
+    /// the one before posted alone). Returns the WRs they take. `ERANGE`
+    /// beyond the reply; an error unless [`Self::res_writable`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_res(
+        &self,
+        qp: &Qp,
+        offset: u32,
+        len: u32,
+        rkey: u32,
+        addr: u64,
+        held: &mut Option<HeldWrite>,
+    ) -> Result<u32> {
+        let res = self.res();
+        let head = u32::try_from(res.head[0].iov_len).map_err(|_| ERANGE)?;
+        let tail = u32::try_from(res.tail[0].iov_len).map_err(|_| ERANGE)?;
+        let pages_end = head.checked_add(res.page_len).ok_or(ERANGE)?;
+        let end = offset.checked_add(len).ok_or(ERANGE)?;
+        if end > pages_end.checked_add(tail).ok_or(ERANGE)? {
+            return Err(ERANGE);
+        }
+        let (mut at, mut wrs) = (offset, 0);
+        while at < end {
+            // The peer's address, as it gave it: wrapping, for its device to refuse.
+            let to = addr.wrapping_add(u64::from(at - offset));
+            let (k, part) = if at < head {
+                (end.min(head) - at, Some((res.head[0].iov_base, at)))
+            } else if at < pages_end {
+                (end.min(pages_end) - at, None)
+            } else {
+                (end - at, Some((res.tail[0].iov_base, at - pages_end)))
+            };
+            wrs += match part {
+                None => self.write_from_res(qp, at, k, rkey, to, held)?,
+                Some((base, off)) => {
+                    // SAFETY: `off..off + k` lies in the head or tail at
+                    // `base` (`at` is below `head`, or `at - pages_end` plus
+                    // `k` within `tail`, checked above), which nfsd keeps
+                    // until sendto returns.
+                    unsafe { Self::write_kvec(qp, base, off, k, rkey, to, held)? }
+                }
+            };
+            at += k;
+        }
+        Ok(wrs)
+    }
+
+    /// [`Self::write_res`]'s Write of `len` octets at `off` of the head or
+    /// tail at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base + off .. base + off + len` lies in the reply's head or tail,
+    /// which stays until sendto returns.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_kvec(
+        qp: &Qp,
+        base: *mut c_void,
+        off: u32,
+        len: u32,
+        rkey: u32,
+        addr: u64,
+        held: &mut Option<HeldWrite>,
+    ) -> Result<u32> {
+        let from = base.cast::<u8>().wrapping_add(off as usize).cast();
+        let prepare = |rw: &mut *mut rpcrdma_cm_rw| {
+            // SAFETY: `from..from + len` lies in the reply's head or tail,
+            // which stays until sendto returns (the caller's guarantee); C
+            // refuses memory outside the linear map or of the slab and takes
+            // its own page references for the Write, which may outlast that.
+            // `qp` is a live handle; `rw` is written on success.
+            unsafe { rpcrdma_cm_rdma_write_kvec_held(qp.raw(), from, len, rkey, addr, rw) }
+        };
+        // SAFETY: `prepare` returns what rpcrdma_cm_rdma_write_kvec_held() does.
+        unsafe { hold(held, prepare) }
     }
 
     /// Length of the reply nfsd encoded.
@@ -569,6 +657,33 @@ impl SvcRqst<'_> {
     pub(crate) fn res_read(&self, offset: u32, out: &mut [u8]) -> Result {
         XdrMsg::new(self.res()).read(offset, out)
     }
+}
+
+/// Prepares an RDMA Write chain with `prepare` and leaves it in `held` for
+/// the reply's Send to post in front of itself, posting the chain `held`
+/// had alone first (the room and MRs it keeps would be waited for);
+/// returns the WRs the new chain takes.
+///
+/// # Safety
+///
+/// `prepare` returns what `rpcrdma_cm_rdma_write_held` (or its kvec form)
+/// returns, for a chain it writes into its argument on success: prepared,
+/// unposted and no one else's.
+unsafe fn hold(
+    held: &mut Option<HeldWrite>,
+    prepare: impl FnOnce(&mut *mut rpcrdma_cm_rw) -> c_int,
+) -> Result<u32> {
+    if let Some(w) = held.take() {
+        w.post()?;
+    }
+    let mut rw = ptr::null_mut();
+    let r = prepare(&mut rw);
+    to_result(r)?;
+    let rw = NonNull::new(rw).ok_or(EINVAL)?;
+    // SAFETY: `prepare` just prepared `rw` for us, unposted (the caller's
+    // guarantee).
+    *held = Some(unsafe { HeldWrite::from_raw(rw) });
+    Ok(r.unsigned_abs())
 }
 
 /// Pages the module fills by RDMA Read with a call's Read chunk before nfsd
@@ -659,7 +774,8 @@ impl ArgPages {
             return Err(EMSGSIZE);
         }
         let ctx = done.into_c()?;
-        // C takes its own page references; `ctx` comes back by rpcrdma_cm_rw_done_rs unless this fails.
+        // C takes its own page references; `ctx` comes back by
+        // rpcrdma_cm_rw_done_rs unless this fails.
         // SAFETY: `self.raw` holds live pages of ours covering the range (checked
         // above), read by C during the call only; `qp` is a live handle.
         let r = unsafe {
